@@ -1,0 +1,66 @@
+"""bankml's exception tree.
+
+Every refusal is one of these, carrying the numbers and names a caller needs; core code raises them and never
+prints or exits. The HTTP layer maps each class to llama-server's status and JSON body; the CLI maps them to
+exit codes. Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+
+class BankmlError(Exception):
+    """Base of every error bankml raises on purpose."""
+
+
+class UnsupportedCPU(BankmlError):
+    """The CPU lacks an instruction set extension the compiled kernels need."""
+
+    def __init__(self, missing: list[str]):
+        self.missing = list(missing)
+        super().__init__(
+            "bankml's kernels need x86-64 with AVX2, FMA, F16C and BMI2 (llama.cpp's 'haswell' level); "
+            "this CPU lacks: " + ", ".join(self.missing))
+
+
+class GGUFError(BankmlError):
+    """A GGUF file is malformed; `reason` says how and `offset` where (bytes from the start)."""
+
+    def __init__(self, reason: str, offset: int | None = None):
+        self.reason = reason
+        self.offset = offset
+        where = f" (at byte {offset})" if offset is not None else ""
+        super().__init__(reason + where)
+
+
+class GGUFTruncated(GGUFError):
+    """The bytes end before the header (or the data it declares) does: more of the file is needed."""
+
+
+class ModelRefused(BankmlError):
+    """The guard refuses a model: `reasons` lists everything the engine cannot run or trust."""
+
+    def __init__(self, path: str, reasons: list[str]):
+        self.path = path
+        self.reasons = list(reasons)
+        super().__init__(f"{path}: refused: " + "; ".join(self.reasons))
+
+
+class PinMismatch(BankmlError):
+    """A model's bytes do not match its FORK.json pin (or it has no pin)."""
+
+    def __init__(self, path: str, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class PullError(BankmlError):
+    """A model could not be fetched from its package registry."""
+
+
+class UnsupportedFlag(BankmlError):
+    """A command-line flag that bankml does not implement (yet)."""
+
+    def __init__(self, flag: str, why: str = "not supported by bankml yet"):
+        self.flag = flag
+        super().__init__(f"{flag}: {why}")

