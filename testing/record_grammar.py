@@ -1,0 +1,189 @@
+"""Record what llama.cpp b11192 says about grammars into tests/oracle/grammar/ (the tests replay these records).
+
+    python -m testing.record_grammar vocab      # token pieces and end-of-generation ids, both models
+    python -m testing.record_grammar parse      # the GBNF parser's rules (or refusal) for the grammar corpus
+    python -m testing.record_grammar masks      # grammar sampler masks along random token walks (SmolLM2)
+    python -m testing.record_grammar schemas    # json_schema_to_grammar texts and errors for the schema corpus
+    python -m testing.record_grammar chat       # chat-template response-format grammars and parsed contents
+    python -m testing.record_grammar server     # llama-server: constrained requests, grammar texts, errors
+    python -m testing.record_grammar all
+
+Developer tool: needs the oracle build (testing/build_oracle.sh) and the models. Each part rewrites its files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from testing.grammar_corpus import grammar_corpus
+from testing.grammar_oracle import GrammarSampler, Shim, eog_ids, init_in_child, token_pieces
+from testing.libllama import Llama
+from testing.oracle import REPO, model_path
+
+OUT = REPO / "tests" / "oracle" / "grammar"
+
+
+def write(name: str, obj) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / name
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path} ({path.stat().st_size} bytes)")
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def ids_sha(mask: np.ndarray) -> str:
+    """sha256 of the allowed token ids (int32 little-endian, ascending): the form the records keep."""
+    return sha(np.flatnonzero(mask).astype("<i4").tobytes())
+
+
+def rules_sha(rules, symbols) -> str:
+    canon = json.dumps({"rules": rules, "symbols": sorted(symbols.items())}, separators=(",", ":"))
+    return sha(canon.encode())
+
+
+# -- vocab ---------------------------------------------------------------------------------------------------
+
+def record_vocab() -> None:
+    for name in ("smollm2", "gemma3"):
+        with Llama(model_path(name), vocab_only=True) as L:
+            pieces = token_pieces(L)
+            eog = eog_ids(L)
+        blob = b"".join(len(p).to_bytes(4, "little") + p for p in pieces)
+        write(f"vocab_{name}.json", {
+            "model": model_path(name).name, "n_vocab": len(pieces), "eog_ids": eog,
+            "pieces_sha256": sha(blob),
+            "pieces_sha256_form": "sha256 over every piece as uint32le length + bytes, in id order",
+            "sample": {str(i): pieces[i].hex() for i in list(range(0, 20)) + [198, 220, 1000, 30000, len(pieces) - 1]},
+        })
+
+
+# -- parse ---------------------------------------------------------------------------------------------------
+
+def record_parse() -> None:
+    shim = Shim()
+    records = []
+    with Llama(model_path("smollm2"), vocab_only=True) as L:
+        for gid, text in grammar_corpus():
+            r = shim.parse(text)
+            init = init_in_child(L, text)
+            rec = {"id": gid, "text": text, "parse_ok": r["ok"], "init": init}
+            if r["ok"]:
+                rec["n_rules"] = len(r["rules"])
+                rec["rules_sha256"] = rules_sha(r["rules"], r["symbols"])
+                if len(json.dumps(r["rules"])) < 600:
+                    rec["rules"] = r["rules"]
+                    rec["symbols"] = r["symbols"]
+            records.append(rec)
+    write("parse.json", {"form": "rules_sha256 = sha256 of compact JSON {rules, symbols: sorted [name, id]}",
+                         "records": records})
+
+
+# -- masks ---------------------------------------------------------------------------------------------------
+
+def _partial_end(piece: bytes) -> bool:
+    """does the piece end inside a UTF-8 sequence or start with a continuation byte"""
+    if not piece:
+        return False
+    if 0x80 <= piece[0] < 0xC0:
+        return True
+    i = len(piece) - 1
+    while i > 0 and 0x80 <= piece[i] < 0xC0:
+        i -= 1
+    lead = piece[i]
+    need = 1 if lead < 0x80 else 2 if lead >> 5 == 6 else 3 if lead >> 4 == 14 else 4 if lead >> 3 == 30 else 1
+    return len(piece) - i < need
+
+
+def walk_grammars() -> list[tuple[str, str]]:
+    """The grammars walked: every corpus grammar the oracle initialises (parse.json, recorded first), plus
+    JSON-schema grammars."""
+    out = []
+    shim = Shim()
+    parsed = json.loads((OUT / "parse.json").read_text(encoding="utf-8"))["records"]
+    for rec in parsed:
+        if rec["init"] == "ok" and len(rec["text"]) < 20000:
+            out.append((rec["id"], rec["text"]))
+    from testing.schema_corpus import schema_corpus
+    for sid, schema in schema_corpus()[:60]:
+        r = shim.schema(schema)
+        if r["ok"]:
+            out.append((f"schema-{sid}", r["grammar"]))
+    return out
+
+
+def record_masks(n_steps: int = 24, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    records = []
+    with Llama(model_path("smollm2"), vocab_only=True) as L:
+        pieces = token_pieces(L)
+        eog = set(eog_ids(L))
+        all_ids = np.arange(L.n_vocab, dtype=np.int32)
+        partial_tokens = [t for t, p in enumerate(pieces) if _partial_end(p)]
+        for gid, text in walk_grammars():
+            with GrammarSampler(L, text) as g:
+                if not g.ok:
+                    continue
+                steps = []
+                for _ in range(n_steps):
+                    mask = g.allowed(all_ids)
+                    allowed = np.flatnonzero(mask)
+                    # a random subset of candidates (with an EOG token and a few partial-UTF-8 tokens)
+                    sub = rng.sample(range(L.n_vocab), 12) + [2, 0] + rng.sample(partial_tokens, 4)
+                    if len(allowed):
+                        sub += [int(x) for x in rng.sample(list(allowed), min(6, len(allowed)))]
+                    sub_mask = g.allowed(np.asarray(sub, dtype=np.int32))
+                    step = {"n_allowed": int(mask.sum()), "allowed_sha256": ids_sha(mask), "subset": sub,
+                            "subset_allowed": "".join("1" if x else "0" for x in sub_mask)}
+                    if len(allowed) <= 64:
+                        step["allowed"] = [int(x) for x in allowed]
+                    choices = [int(t) for t in allowed if t not in eog]
+                    if not choices or (any(t in eog for t in allowed) and rng.random() < 0.1):
+                        ends = [int(t) for t in allowed if t in eog]
+                        if ends:
+                            step["token"] = ends[0]
+                            g.accept(ends[0])
+                        steps.append(step)
+                        break
+                    r = rng.random()
+                    pool = choices
+                    if r < 0.3:
+                        part = [t for t in choices if _partial_end(pieces[t])]
+                        pool = part or choices
+                    elif r < 0.55:
+                        pool = sorted(choices, key=lambda t: -len(pieces[t]))[:20]
+                    tok = rng.choice(pool)
+                    step["token"] = tok
+                    steps.append(step)
+                    g.accept(tok)
+                records.append({"id": gid, "text": text, "steps": steps})
+                print(gid, len(steps), file=sys.stderr)
+    write("masks_smollm2.json", {"model": model_path("smollm2").name,
+                                 "form": "allowed_sha256 = sha256 of the allowed ids as int32 little-endian, "
+                                         "ascending; subset_allowed = llama_sampler_apply on `subset`",
+                                 "records": records})
+
+
+PARTS = {"vocab": record_vocab, "parse": record_parse, "masks": record_masks}
+
+
+def main(argv: list[str]) -> None:
+    # the machine is shared: a runaway oracle (a grammar whose expansion never ends) must not take it down
+    import resource
+    cap = 8 << 30
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    names = argv or ["all"]
+    for name in (list(PARTS) if names == ["all"] else names):
+        PARTS[name]()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
