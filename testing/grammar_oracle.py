@@ -75,9 +75,13 @@ def _call(fn, *args):
     s = _lib()
     p = getattr(s, fn)(*args)
     try:
-        return json.loads(C.string_at(p).decode("utf-8", "surrogateescape"))
+        out = json.loads(C.string_at(p).decode("utf-8", "surrogateescape"))
     finally:
         s.gs_free(p)
+    if "grammar_hex" in out:
+        # grammar texts may hold invalid UTF-8 (a pattern's multi-byte character split between literals)
+        out["grammar"] = bytes.fromhex(out.pop("grammar_hex")).decode("utf-8", "surrogateescape")
+    return out
 
 
 def _b(x) -> bytes:

@@ -15,6 +15,13 @@
 #include "json.h"
 #include "json-schema-to-grammar.h"
 
+static std::string hex(const std::string & s) {
+    static const char * digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : s) { out += digits[c >> 4]; out += digits[c & 15]; }
+    return out;
+}
+
 static char * dup_str(const std::string & s) {
     char * out = (char *) malloc(s.size() + 1);
     memcpy(out, s.data(), s.size());
@@ -81,7 +88,7 @@ char * gs_schema(const char * schema_json) {
         common_json schema = common_json::parse(schema_json);
         std::string g = json_schema_to_grammar(schema, true);
         res["ok"] = true;
-        res["grammar"] = g;
+        res["grammar_hex"] = hex(g);
     } catch (const std::invalid_argument & e) {
         res["ok"] = false; res["kind"] = "invalid_argument"; res["error"] = e.what();
     } catch (const std::runtime_error & e) {
@@ -109,7 +116,7 @@ char * gs_chat_apply(void * tmpls, const char * messages_json, const char * json
         inputs.enable_thinking = false;
         auto p = common_chat_templates_apply((common_chat_templates *) tmpls, inputs);
         res["ok"] = true;
-        res["grammar"] = p.grammar;
+        res["grammar_hex"] = hex(p.grammar);
         res["generation_prompt"] = p.generation_prompt;
         res["parser"] = p.parser;
         res["prompt"] = p.prompt;

@@ -29,7 +29,23 @@ from testing.oracle import REPO, model_path
 OUT = REPO / "tests" / "oracle" / "grammar"
 
 
+def _safe(obj):
+    """strings that are not valid UTF-8 (held with surrogate escapes) are stored as {"utf8_hex": ...}"""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return {"utf8_hex": obj.encode("utf-8", "surrogateescape").hex()}
+    if isinstance(obj, dict):
+        return {k: _safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_safe(v) for v in obj]
+    return obj
+
+
 def write(name: str, obj) -> None:
+    obj = _safe(obj)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / name
     path.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -43,6 +59,14 @@ def sha(b: bytes) -> str:
 def ids_sha(mask: np.ndarray) -> str:
     """sha256 of the allowed token ids (int32 little-endian, ascending): the form the records keep."""
     return sha(np.flatnonzero(mask).astype("<i4").tobytes())
+
+
+def _keep_text(rec: dict, key: str, text: str, full: bool) -> None:
+    """a text in full, or its sha256 (UTF-8 bytes, invalid bytes as they are) to keep the records small"""
+    if full:
+        rec[key] = text
+    else:
+        rec[key + "_sha256"] = sha(text.encode("utf-8", "surrogateescape"))
 
 
 def rules_sha(rules, symbols) -> str:
@@ -172,7 +196,136 @@ def record_masks(n_steps: int = 24, seed: int = 7) -> None:
                                  "records": records})
 
 
-PARTS = {"vocab": record_vocab, "parse": record_parse, "masks": record_masks}
+# -- schemas -------------------------------------------------------------------------------------------------
+
+def record_schemas() -> None:
+    from testing.schema_corpus import schema_corpus, schema_text
+    shim = Shim()
+    records = []
+    for sid, schema in schema_corpus(n_random=240):
+        text = schema_text(schema)
+        r = shim.schema(text)
+        rec = {"id": sid, "schema": text, "ok": r["ok"]}
+        if r["ok"]:
+            _keep_text(rec, "grammar", r["grammar"], len(records) < 150)
+        else:
+            rec["error"] = r["error"]
+            rec["kind"] = r["kind"]
+        records.append(rec)
+    write("schemas.json", {"what": "json_schema_to_grammar(schema) of libllama-common (GBNF mode)",
+                           "records": records})
+
+
+# -- chat (the template's response format, through libllama-common) -----------------------------------------------
+
+CONTENT_SAMPLES = [
+    '{"a": 1}', '```json\n{"a":1}\n```', '  {"a"', '', '``', '{"a": 12', '{"a": 1} ',
+    '\n\n {"x": [1, 2, {"y": null}]}\n', '```json {"a": "b\\"c"} ```', '```json\n{"a": 1.5e', '{"s": "\\u00e9\\u',
+    '{"s": "é', ' ```js', '```json\n', '{"k": tru', '{"k": -', '{}', '{ }  ', '[1,2]', '"str"', '12.5', 'null',
+    '```json\n{"a":1}\n`', '\t\n', '{"a": [1, 2', '{"a": "x"}\n\n\n', '```json\n\n  [true, false]  \n```',
+]
+
+
+def record_chat() -> None:
+    from testing.schema_corpus import schema_corpus, schema_text
+    shim = Shim()
+    grammars, contents = [], []
+    msgs = [{"role": "user", "content": "hi"}]
+    with Llama(model_path("smollm2"), vocab_only=True) as L:
+        tmpls = shim.templates(L.model)
+        for sid, schema in schema_corpus(n_random=120):
+            text = schema_text(schema)
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                continue
+            if not isinstance(obj, dict) or not obj:
+                continue
+            r = shim.chat_apply(tmpls, msgs, text)
+            rec = {"id": sid, "schema": text, "ok": r["ok"]}
+            if r["ok"]:
+                _keep_text(rec, "grammar", r["grammar"], len(grammars) < 40)
+                rec["generation_prompt"] = r["generation_prompt"]
+                rec["lazy"] = r["lazy"]
+            else:
+                rec["error"] = r["error"]
+            grammars.append(rec)
+        r = shim.chat_apply(tmpls, msgs, json.dumps({"type": "object"}))
+        full = ('```json\n{"name": "x", "list": [1, 2.5, -3e4, true, false, null, {"n": "\\n"}], '
+                '"u": "日本 😀"}\n```')
+        samples = [x.encode() for x in CONTENT_SAMPLES] + [b'{"s": "\xe2\x82'] \
+            + [full.encode()[:i] for i in range(0, len(full.encode()), 3)]
+        for raw in samples:
+            for partial in (False, True):
+                o = shim.chat_parse(r["parser"], r["generation_prompt"], r["format"], raw, partial)
+                contents.append({"text_hex": raw.hex(), "is_partial": partial, "ok": o["ok"],
+                                 "content_hex": o.get("content", "").encode("utf-8", "surrogateescape").hex(),
+                                 "empty": o.get("empty"), "error": o.get("error")})
+    write("chat.json", {"model": model_path("smollm2").name,
+                        "what": "common_chat_templates_apply (jinja, reasoning_format deepseek, thinking off) with "
+                                "a json_schema: grammar or error; common_chat_parse of outputs for {type: object}",
+                        "grammars": grammars, "contents": contents})
+
+
+# -- server --------------------------------------------------------------------------------------------------
+
+def _prompt_tokens(srv, endpoint: str, body: dict) -> list[int] | None:
+    """The prompt's token ids as the server evaluates them (chat: the rendered template)."""
+    from testing.oracle import LlamaServer  # noqa: F401
+    if endpoint == "/completion":
+        text = body["prompt"]
+    else:
+        st, tmpl = srv.post_json("/apply-template", {"messages": body["messages"]})
+        if st != 200:
+            return None
+        text = tmpl["prompt"]
+    st, tok = srv.post_json("/tokenize", {"content": text, "add_special": True, "parse_special": True})
+    return tok["tokens"] if st == 200 else None
+
+
+def record_server() -> None:
+    from testing.grammar_requests import e2e_requests, error_requests, grammar_text_schemas
+    from testing.oracle import LlamaServer
+    texts, errors, e2e = [], [], []
+    with LlamaServer(model_path("smollm2")) as srv:
+        for schema in grammar_text_schemas():
+            st, body = srv.post_json("/completion", {"prompt": "x", "n_predict": 1, "json_schema": schema})
+            rec = {"schema": schema, "completion_status": st}
+            if st == 200:
+                rec["completion_grammar"] = body["generation_settings"]["grammar"]
+            else:
+                rec["completion_error"] = body
+            st, body = srv.post_json("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                               "max_tokens": 1, "verbose": True,
+                                                               "response_format": {"type": "json_schema",
+                                                                                   "json_schema": {"schema": schema}}})
+            rec["chat_status"] = st
+            if st == 200:
+                rec["chat_grammar"] = body["__verbose"]["generation_settings"]["grammar"]
+                rec["chat_generation_prompt"] = body["__verbose"]["generation_settings"]["generation_prompt"]
+            else:
+                rec["chat_error"] = body
+            texts.append(rec)
+        for endpoint, req in error_requests():
+            st, hdr, raw = srv.post(endpoint, req)
+            errors.append({"endpoint": endpoint, "request": req, "status": st, "body": raw.decode("utf-8")})
+            print("error", endpoint, st, raw[:120], file=sys.stderr)
+        for rid, endpoint, req in e2e_requests():
+            st, hdr, raw = srv.post(endpoint, req)
+            body = json.loads(raw)
+            rec = {"id": rid, "endpoint": endpoint, "request": req, "status": st, "response": body,
+                   "prompt_tokens": _prompt_tokens(srv, endpoint, req)}
+            e2e.append(rec)
+            print("e2e", rid, st, json.dumps(body)[:160], file=sys.stderr)
+    write("server_grammar_texts.json", {"model": model_path("smollm2").name, "records": texts})
+    write("server_errors.json", {"model": model_path("smollm2").name, "records": errors})
+    write("server_e2e.json", {"model": model_path("smollm2").name,
+                              "server": "llama-server b11192 -t 2 -c 4096 -np 1 --jinja --reasoning off --no-webui",
+                              "records": e2e})
+
+
+PARTS = {"vocab": record_vocab, "parse": record_parse, "masks": record_masks, "schemas": record_schemas,
+         "chat": record_chat, "server": record_server}
 
 
 def main(argv: list[str]) -> None:

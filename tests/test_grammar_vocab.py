@@ -1,0 +1,44 @@
+"""bankml.grammar.vocab: token pieces and end-of-generation ids as libllama reports them (records:
+tests/oracle/grammar/vocab_*.json)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from bankml.grammar import GrammarVocab
+
+
+def _pieces_sha(pieces) -> str:
+    return hashlib.sha256(b"".join(len(p).to_bytes(4, "little") + p for p in pieces)).hexdigest()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_pieces_and_eog_match_libllama(name, request, oracle_dir):
+    path = request.getfixturevalue(f"{name}_path")
+    rec = json.loads((oracle_dir / "grammar" / f"vocab_{name}.json").read_text(encoding="utf-8"))
+    v = GrammarVocab.from_gguf_file(path)
+    assert v.n_vocab == rec["n_vocab"]
+    assert sorted(v.eog_ids) == rec["eog_ids"]
+    for tid, hexpiece in rec["sample"].items():
+        assert v.pieces[int(tid)] == bytes.fromhex(hexpiece), tid
+    assert _pieces_sha(v.pieces) == rec["pieces_sha256"]
+
+
+def test_from_tokenizer_uses_its_pieces():
+    class Tok:
+        n_vocab = 3
+        eog_ids = [2]
+
+        def token_to_piece(self, i, special=True):
+            return [b"a", b"\xc3", b"</s>"][i]
+
+        def tokenize(self, text, add_special=False, parse_special=True):
+            return [0]
+
+    v = GrammarVocab.from_tokenizer(Tok())
+    assert v.pieces == [b"a", b"\xc3", b"</s>"] and v.eog_ids == frozenset({2})
+    assert v.tokenize("<a>") == [0]
