@@ -922,17 +922,21 @@ const uint64_t *bk_gr_mask(bk_gr_engine *g, int32_t set, bk_gr_partial partial, 
     return m;
 }
 
-int bk_gr_apply(bk_gr_engine *g, int32_t set, bk_gr_partial partial, const int32_t *ids, float *logits, int64_t n) {
+#define ID_AT(i) (*(const int32_t *)((const char *)ids + (i) * ids_stride))
+#define LOGIT_AT(i) (*(float *)((char *)logits + (i) * logits_stride))
+
+int bk_gr_apply(bk_gr_engine *g, int32_t set, bk_gr_partial partial, const int32_t *ids, int64_t ids_stride,
+                float *logits, int64_t logits_stride, int64_t n) {
     const bk_gr_vocab *v = g->v;
     for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= v->n_vocab) return BK_GR_EBADTOKEN;
+        if (ID_AT(i) < 0 || ID_AT(i) >= v->n_vocab) return BK_GR_EBADTOKEN;
     }
     int32_t slot = hm_get(&g->mask_map, mask_key(set, partial));
     if (slot < 0 && n <= SMALL_APPLY) {
         for (int64_t i = 0; i < n; i++) {
-            int ok = bk_gr_allowed(g, set, partial, ids[i]);
+            int ok = bk_gr_allowed(g, set, partial, ID_AT(i));
             if (ok < 0) return ok;
-            if (!ok) logits[i] = -INFINITY;
+            if (!ok) LOGIT_AT(i) = -INFINITY;
         }
         return 0;
     }
@@ -940,8 +944,8 @@ int bk_gr_apply(bk_gr_engine *g, int32_t set, bk_gr_partial partial, const int32
     const uint64_t *m = bk_gr_mask(g, set, partial, &err);
     if (!m) return err;
     for (int64_t i = 0; i < n; i++) {
-        int32_t t = ids[i];
-        if (!((m[t >> 6] >> (t & 63)) & 1)) logits[i] = -INFINITY;
+        int32_t t = ID_AT(i);
+        if (!((m[t >> 6] >> (t & 63)) & 1)) LOGIT_AT(i) = -INFINITY;
     }
     return 0;
 }

@@ -67,8 +67,11 @@ int bk_gr_accept_token(bk_gr_engine *g, int32_t *set, bk_gr_partial *partial, in
 int bk_gr_accept_piece(bk_gr_engine *g, int32_t *set, bk_gr_partial *partial, int32_t token,
                        const uint8_t *piece, int64_t len);
 
-/* llama_grammar_apply_impl: logits[i] = -inf for every rejected candidate ids[i]. Returns 0 or an error. */
-int bk_gr_apply(bk_gr_engine *g, int32_t set, bk_gr_partial partial, const int32_t *ids, float *logits, int64_t n);
+/* llama_grammar_apply_impl: logit i = -inf for every rejected candidate i. ids and logits are read with byte
+ * strides (so the id / logit fields of an array of {id, logit, p} records can be passed as they are).
+ * Returns 0 or an error. */
+int bk_gr_apply(bk_gr_engine *g, int32_t set, bk_gr_partial partial, const int32_t *ids, int64_t ids_stride,
+                float *logits, int64_t logits_stride, int64_t n);
 /* the whole-vocabulary mask of a state (1 bit a token, bit set = allowed); the pointer stays valid until the
  * next call into the engine. NULL on error (*err). */
 const uint64_t *bk_gr_mask(bk_gr_engine *g, int32_t set, bk_gr_partial partial, int *err);

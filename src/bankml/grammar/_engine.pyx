@@ -41,8 +41,8 @@ cdef extern from "grammar.h":
     int bk_gr_accept_token(bk_gr_engine *g, int32_t *set, bk_gr_partial *partial, int32_t token) nogil
     int bk_gr_accept_piece(bk_gr_engine *g, int32_t *set, bk_gr_partial *partial, int32_t token,
                            const uint8_t *piece, int64_t len) nogil
-    int bk_gr_apply(bk_gr_engine *g, int32_t set, bk_gr_partial partial, const int32_t *ids, float *logits,
-                    int64_t n) nogil
+    int bk_gr_apply(bk_gr_engine *g, int32_t set, bk_gr_partial partial, const int32_t *ids, int64_t ids_stride,
+                    float *logits, int64_t logits_stride, int64_t n) nogil
     const uint64_t *bk_gr_mask(bk_gr_engine *g, int32_t set, bk_gr_partial partial, int *err) nogil
     int bk_gr_allowed(bk_gr_engine *g, int32_t set, bk_gr_partial partial, int32_t token) nogil
     void bk_gr_get_stats(const bk_gr_engine *g, bk_gr_stats *out) nogil
@@ -163,8 +163,9 @@ cdef class Engine:
             raise _error(rc, "accept")
         return state_set, p.value, p.n_remain
 
-    def apply(self, int32_t state_set, uint32_t pvalue, int32_t premain, const int32_t[::1] ids, float[::1] logits):
-        """llama_grammar_apply_impl: logits[i] = -inf for every candidate ids[i] the grammar rejects (in place)."""
+    def apply(self, int32_t state_set, uint32_t pvalue, int32_t premain, const int32_t[:] ids, float[:] logits):
+        """llama_grammar_apply_impl: logits[i] = -inf for every candidate ids[i] the grammar rejects (in place).
+        Strided views are fine (the fields of a structured candidate array)."""
         cdef bk_gr_partial p
         cdef int rc
         if ids.shape[0] != logits.shape[0]:
@@ -174,7 +175,8 @@ cdef class Engine:
         p.value = pvalue
         p.n_remain = premain
         with nogil:
-            rc = bk_gr_apply(self.g, state_set, p, &ids[0], &logits[0], ids.shape[0])
+            rc = bk_gr_apply(self.g, state_set, p, &ids[0], ids.strides[0], &logits[0], logits.strides[0],
+                             ids.shape[0])
         if rc != 0:
             raise _error(rc, "apply")
 

@@ -39,15 +39,46 @@ class ConstrainedRequestError(BankmlError):
         super().__init__(f"{status}: {message}")
 
 
+# common_grammar_trigger_type
+TRIGGER_TOKEN, TRIGGER_WORD, TRIGGER_PATTERN, TRIGGER_PATTERN_FULL = 0, 1, 2, 3
+
+
+@dataclass
+class Trigger:
+    type: int
+    value: str
+    token: int = -1
+
+
 @dataclass
 class GrammarSpec:
     text: str
     kind: str  # USER | OUTPUT_FORMAT | TOOL_CALLS
+    lazy: bool = False
+    triggers: list = None
 
     @property
     def needs_prefill(self) -> bool:
-        """common_grammar_needs_prefill: the generation prompt's tokens are accepted first"""
-        return self.kind in (OUTPUT_FORMAT, TOOL_CALLS)
+        """common_grammar_needs_prefill (and not lazy): the generation prompt's tokens are accepted first"""
+        return self.kind in (OUTPUT_FORMAT, TOOL_CALLS) and not self.lazy
+
+    def trigger_args(self) -> tuple[list[str], list[int]]:
+        """(patterns, tokens) as common_sampler_init builds them from the triggers"""
+        from bankml.grammar.grammar import regex_escape
+        patterns, tokens = [], []
+        for t in self.triggers or []:
+            if t.type == TRIGGER_WORD:
+                patterns.append(regex_escape(t.value))
+            elif t.type == TRIGGER_PATTERN:
+                patterns.append(t.value)
+            elif t.type == TRIGGER_PATTERN_FULL:
+                v = t.value
+                patterns.append("^$" if not v else ("" if v[0] == "^" else "^") + v + ("" if v[-1] == "$" else "$"))
+            elif t.type == TRIGGER_TOKEN:
+                tokens.append(t.token)
+            else:
+                raise ConstrainedRequestError(400, f"unknown grammar trigger type {t.type} (llama-server aborts)")
+        return patterns, tokens
 
 
 def _has_value(d: dict, key: str) -> bool:
@@ -58,6 +89,22 @@ def _json_value_str(d: dict, key: str) -> str:
     """json_value(d, key, std::string()): a non-string value falls back to "" (with a warning in the log)"""
     v = d.get(key) if isinstance(d, dict) else None
     return v if isinstance(v, str) else ""
+
+
+def completion_grammar_fields(data: dict, tokenize=None) -> GrammarSpec | None:
+    """Every grammar field of /completion in llama-server's order: json_schema/grammar, grammar_lazy,
+    preserved_tokens, grammar_triggers (other fields lie between them; see docs/json_schema.md)."""
+    spec = completion_grammar(data)
+    lazy = field_grammar_lazy(data)
+    needs_tok = _has_value(data, "preserved_tokens") or _has_value(data, "grammar_triggers")
+    if needs_tok and tokenize is None:
+        raise ConstrainedRequestError(400, "preserved_tokens / grammar_triggers need the tokenizer")
+    preserved = field_preserved_tokens(data, tokenize) if needs_tok else set()
+    triggers = field_grammar_triggers(data, tokenize, preserved, lazy) if needs_tok else []
+    if spec is not None:
+        spec.lazy = lazy
+        spec.triggers = triggers
+    return spec
 
 
 def completion_grammar(data: dict) -> GrammarSpec | None:
@@ -148,6 +195,82 @@ def chat_llama_params(body: dict, fmt: chat_mod.ChatResponseFormat | None) -> di
 
 
 
+_JSON_TYPE = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string", list: "array",
+              dict: "object"}
+
+
+def _type_error(want: str, v) -> str:
+    return f"[json.exception.type_error.302] type must be {want}, but is {_JSON_TYPE.get(type(v), 'object')}"
+
+
+def field_grammar_lazy(data: dict, default: bool = False) -> bool:
+    """the "grammar_lazy" field (a boolean)"""
+    if not _has_value(data, "grammar_lazy"):
+        return default
+    v = data["grammar_lazy"]
+    if not isinstance(v, bool):
+        raise ConstrainedRequestError(400, "Field 'grammar_lazy': " + _type_error("boolean", v))
+    return v
+
+
+def field_preserved_tokens(data: dict, tokenize) -> set[int]:
+    """the "preserved_tokens" field: strings that tokenize to one token (tokenize(text) with parse_special)"""
+    out: set[int] = set()
+    if not _has_value(data, "preserved_tokens"):
+        return out
+    items = data["preserved_tokens"]
+    items = list(items.values()) if isinstance(items, dict) else items if isinstance(items, list) else [items]
+    for t in items:
+        if not isinstance(t, str):
+            raise ConstrainedRequestError(400, "Field 'preserved_tokens': " + _type_error("string", t))
+        ids = list(tokenize(t))
+        if len(ids) == 1:
+            out.add(ids[0])
+    return out
+
+
+def field_grammar_triggers(data: dict, tokenize, preserved: set[int], lazy: bool) -> list[Trigger]:
+    """the "grammar_triggers" field: [{type, value[, token]}]; a one-token word must be a preserved token and
+    becomes a token trigger"""
+    out: list[Trigger] = []
+    if not _has_value(data, "grammar_triggers"):
+        return out
+    items = data["grammar_triggers"]
+    items = list(items.values()) if isinstance(items, dict) else items if isinstance(items, list) else [items]
+
+    def fail(msg: str):
+        raise ConstrainedRequestError(400, "Field 'grammar_triggers': " + msg)
+
+    for t in items:
+        if not isinstance(t, dict):
+            fail(_type_error("object", t) if t is not None else "[json.exception.type_error.304] cannot use at() with null")
+        for key in ("type", "value"):
+            if key not in t:
+                fail(f"[json.exception.out_of_range.403] key '{key}' not found")
+        if isinstance(t["type"], (bool, str, list, dict)) or t["type"] is None:
+            fail(_type_error("number", t["type"]))
+        ttype = int(t["type"])
+        if not isinstance(t["value"], str):
+            fail(_type_error("string", t["value"]))
+        trig = Trigger(ttype, t["value"])
+        if ttype == TRIGGER_TOKEN:
+            if "token" not in t:
+                fail("[json.exception.out_of_range.403] key 'token' not found")
+            if isinstance(t["token"], (bool, str, list, dict)) or t["token"] is None:
+                fail(_type_error("number", t["token"]))
+            trig.token = int(t["token"])
+        if ttype == TRIGGER_WORD:
+            ids = list(tokenize(trig.value))
+            if len(ids) == 1:
+                if ids[0] not in preserved:
+                    fail("Grammar trigger word should be marked as preserved token: " + trig.value)
+                trig = Trigger(TRIGGER_TOKEN, trig.value, ids[0])
+        out.append(trig)
+    if lazy and not out:
+        fail("Error: no triggers set for lazy grammar!")
+    return out
+
+
 def prefill_tokens(generation_prompt: str, tokens: list[int], piece) -> list[int]:
     """The generation prompt's tokens fed to the grammar (common_sampler_init): `tokens` is
     tokenize(generation_prompt, add_special=False, parse_special=True); a first token whose piece starts with
@@ -165,11 +288,15 @@ def sampler_grammar(spec: GrammarSpec | None, vocab, prefill: list[int] = ()):
     """The grammar sampler of common_sampler_init: the compiled grammar, fed the prefill tokens when the
     grammar's kind asks for it. Raises ConstrainedRequestError(400, "Failed to initialize samplers: ...")."""
     from bankml.errors import GrammarError
-    from bankml.grammar.grammar import init_grammar
+    from bankml.grammar.grammar import Grammar, init_grammar
     if spec is None:
         return None
     try:
-        g = init_grammar(spec.text, vocab)
+        if spec.lazy and spec.text:
+            patterns, tokens = spec.trigger_args()
+            g = Grammar.parse(spec.text, vocab=vocab, lazy=True, trigger_patterns=patterns, trigger_tokens=tokens)
+        else:
+            g = init_grammar(spec.text, vocab)
     except GrammarError:
         raise ConstrainedRequestError(400, SAMPLER_INIT_GRAMMAR_ERROR) from None
     if g is not None and spec.needs_prefill:
