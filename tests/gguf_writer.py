@@ -89,7 +89,7 @@ def gguf(kvs=(), tensors=(), *, version: int = 3, alignment: int = 32, magic: by
     if data is False:
         return head
     if data is True:
-        body = bytes((i * 7 + 3) & 0xFF for i in range(running))
+        body = ((np.arange(running, dtype=np.uint64) * 7 + 3) & 0xFF).astype(np.uint8).tobytes()
     else:
         body = data
     if tensors:
@@ -114,3 +114,52 @@ def from_header(h: GGUFHeader, max_items: int | None = None, max_tensors: int | 
     ts = list(h.tensors.values())[:max_tensors]
     return gguf(kvs, [(t.name, t.shape, t.type, t.offset) for t in ts], version=h.version,
                 alignment=h.alignment, data=False)
+
+
+TINY_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def tiny_llama(*, n_embd: int = 64, n_head: int = 4, n_head_kv: int = 2, n_ff: int = 128, n_layer: int = 2,
+               types: dict | None = None, kvs: dict | None = None, drop: tuple = (), extra_tensors=(),
+               shapes: dict | None = None, **kw) -> bytes:
+    """A small llama-architecture GGUF file that bankml's guard plays (F32 weights, a 'gpt2' tokenizer with
+    pre 'smollm' and a chat template). `types` / `shapes` override a tensor's type or shape by name, `kvs`
+    adds or replaces metadata (key -> (vtype, value)), `drop` removes metadata keys or tensors by name."""
+    V = ValueType
+    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "b", "ab", "\u0120", "\u0120a"]
+    meta = {
+        "general.architecture": (V.STRING, "llama"),
+        "general.name": (V.STRING, "tiny"),
+        "llama.context_length": (V.UINT32, 256),
+        "llama.embedding_length": (V.UINT32, n_embd),
+        "llama.block_count": (V.UINT32, n_layer),
+        "llama.feed_forward_length": (V.UINT32, n_ff),
+        "llama.attention.head_count": (V.UINT32, n_head),
+        "llama.attention.head_count_kv": (V.UINT32, n_head_kv),
+        "llama.rope.freq_base": (V.FLOAT32, 10000.0),
+        "llama.attention.layer_norm_rms_epsilon": (V.FLOAT32, 1e-5),
+        "llama.rope.dimension_count": (V.UINT32, n_embd // n_head),
+        "tokenizer.ggml.model": (V.STRING, "gpt2"),
+        "tokenizer.ggml.pre": (V.STRING, "smollm"),
+        "tokenizer.ggml.tokens": (V.ARRAY, (V.STRING, tokens)),
+        "tokenizer.ggml.token_type": (V.ARRAY, (V.INT32, [3, 3, 3, 1, 1, 1, 1, 1])),
+        "tokenizer.ggml.merges": (V.ARRAY, (V.STRING, ["a b", "\u0120 a"])),
+        "tokenizer.ggml.bos_token_id": (V.UINT32, 1),
+        "tokenizer.ggml.eos_token_id": (V.UINT32, 2),
+        "tokenizer.chat_template": (V.STRING, TINY_TEMPLATE),
+    }
+    meta.update(kvs or {})
+    head = n_embd // n_head
+    ts = [("token_embd.weight", (n_embd, len(tokens))), ("output_norm.weight", (n_embd,))]
+    for i in range(n_layer):
+        ts += [(f"blk.{i}.attn_norm.weight", (n_embd,)), (f"blk.{i}.attn_q.weight", (n_embd, head * n_head)),
+               (f"blk.{i}.attn_k.weight", (n_embd, head * n_head_kv)),
+               (f"blk.{i}.attn_v.weight", (n_embd, head * n_head_kv)),
+               (f"blk.{i}.attn_output.weight", (head * n_head, n_embd)), (f"blk.{i}.ffn_norm.weight", (n_embd,)),
+               (f"blk.{i}.ffn_gate.weight", (n_embd, n_ff)), (f"blk.{i}.ffn_down.weight", (n_ff, n_embd)),
+               (f"blk.{i}.ffn_up.weight", (n_embd, n_ff))]
+    ts += list(extra_tensors)
+    types, shapes = types or {}, shapes or {}
+    tensors = [(n, shapes.get(n, s), types.get(n, GGMLType.F32)) for n, s in ts if n not in drop]
+    return gguf([(k, vt, v) for k, (vt, v) in meta.items() if k not in drop], tensors, **kw)
