@@ -410,6 +410,7 @@ def write_pin(pin_path: str | os.PathLike, pin: dict) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, pin_path)
     except BaseException:
         if os.path.exists(tmp):
@@ -486,6 +487,6 @@ def verify(path: str | os.PathLike, progress: ProgressArg = None) -> VerifyRepor
     path = os.fspath(path)
     report = guard(path)
     if report.verdict != PLAY:
-        raise ModelRefused(path, report.reasons)
+        raise ModelRefused(path, report.reasons, report.verdict)
     pin_path, p, entry = check_pin(path, progress)
     return VerifyReport(path, report, str(pin_path), entry["sha256"], entry["bytes"], p["provenance"])
