@@ -163,3 +163,94 @@ def tiny_llama(*, n_embd: int = 64, n_head: int = 4, n_head_kv: int = 2, n_ff: i
     types, shapes = types or {}, shapes or {}
     tensors = [(n, shapes.get(n, s), types.get(n, GGMLType.F32)) for n, s in ts if n not in drop]
     return gguf([(k, vt, v) for k, (vt, v) in meta.items() if k not in drop], tensors, **kw)
+
+
+# --- seeded mutations, shared by testing/record_gguf.py and tests/test_gguf.py --------------------------------
+
+INTERESTING_U64 = [0, 1, 2, 3, 12, 31, 32, 63, 64, 255, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**40, 2**62,
+                   2**63 - 1, 2**63, 2**64 - 1]
+INTERESTING_U32 = [0, 1, 4, 9, 13, 43, 64, 65, 2**31, 2**32 - 1]
+
+
+def mutate(base: bytes, seed: int) -> bytes:
+    """One to three seeded mutations of `base` (bit flips, bytes, interesting u32/u64 values, cuts, deletions,
+    insertions), most near the front where counts, keys and types are. The same seed gives the same bytes."""
+    import random
+
+    rng = random.Random(seed)
+    b = bytearray(base)
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(["flip", "byte", "u64", "u32", "cut", "delete", "insert"])
+        i = min(int(rng.random() ** 3 * len(b)), max(len(b) - 1, 0))
+        if kind == "flip" and b:
+            b[i] ^= 1 << rng.randrange(8)
+        elif kind == "byte" and b:
+            b[i] = rng.randrange(256)
+        elif kind == "u64":
+            b[i:i + 8] = struct.pack("<Q", rng.choice(INTERESTING_U64))
+        elif kind == "u32":
+            b[i:i + 4] = struct.pack("<I", rng.choice(INTERESTING_U32))
+        elif kind == "cut":
+            del b[int(rng.random() * len(b)):]
+        elif kind == "delete":
+            del b[i:i + rng.randint(1, 16)]
+        elif kind == "insert":
+            b[i:i] = bytes([rng.randrange(256)]) * rng.randint(1, 16)
+    return bytes(b)
+
+
+def oracle_cases(real_headers: list[GGUFHeader]) -> list[tuple[str, bytes]]:
+    """The files whose gguf.cpp verdict (accepted or refused by gguf_init_from_buffer) is recorded in
+    tests/oracle/gguf/: hand-made malformations, and seeded mutations of compact copies of the real headers
+    (padded to the data section, which gguf.cpp does not read when asked for the header only)."""
+    V, T = ValueType, GGMLType
+    good = [("general.architecture", V.STRING, "llama"), ("a.u32", V.UINT32, 7)]
+    two = [("a", (32, 2), T.Q8_0), ("b", (3,), T.F32)]
+    cases = [
+        ("well-formed", gguf(good, two)),
+        ("v2", gguf(good, two, version=2)),
+        ("no tensors", gguf(good)),
+        ("empty tensor name", gguf(good, [("", (4,), T.F32)])),
+        ("zero-size tensor", gguf(good, [("z", (0, 3), T.F32), ("b", (3,), T.F32)])),
+        ("bad magic", gguf(good, two, magic=b"GGML")),
+        ("version 0", gguf(good, two, version=0)),
+        ("version 1", gguf(good, two, version=1)),
+        ("version 4", gguf(good, two, version=4)),
+        ("byte-swapped version", gguf(good, two, version=0x03000000)),
+        ("negative kv count", gguf(good, two, n_kv=-1)),
+        ("kv count too large", gguf(good, two, n_kv=1000)),
+        ("tensor count too large", gguf(good, two, n_tensors=1000)),
+        ("empty key", gguf([("", V.UINT8, 1)])),
+        ("duplicate key", gguf([("k", V.UINT8, 1), ("k", V.UINT8, 2)])),
+        ("unknown value type", gguf(n_kv=1, raw_kvs=u64(1) + b"k" + i32(13) + bytes(8))),
+        ("array of arrays", gguf([("n", V.ARRAY, (V.ARRAY, [(V.UINT8, [1])]))])),
+        ("string over 1 GiB", gguf(n_kv=1, raw_kvs=u64(2**30 + 1) + b"k" + bytes(16))),
+        ("array over 2^30 elements", gguf(n_kv=1, raw_kvs=u64(1) + b"a" + i32(9) + i32(0) + u64(2**30 + 1)
+                                          + bytes(16))),
+        ("alignment 64", gguf([("general.alignment", V.UINT32, 64)], two, alignment=64)),
+        ("alignment 48", gguf([("general.alignment", V.UINT32, 48)], two, alignment=48)),
+        ("alignment 0", gguf([("general.alignment", V.UINT32, 0)], two)),
+        ("alignment uint64", gguf([("general.alignment", V.UINT64, 32)], two)),
+        ("duplicate tensor", gguf(good, [("a", (4,), T.F32), ("a", (4,), T.F32)])),
+        ("name of 63 bytes", gguf(good, [("x" * 63, (4,), T.F32)])),
+        ("name of 64 bytes", gguf(good, [("x" * 64, (4,), T.F32)])),
+        ("5 dimensions", gguf(good, [("t", (1, 1, 1, 1, 1), T.F32, 0)], data=False)),
+        ("negative dimension", gguf(good, [("t", (-3,), T.F32, 0)], data=False)),
+        ("2^63 elements", gguf(good, [("t", (2**62, 4), T.F32, 0)], data=False)),
+        ("bytes overflow", gguf(good, [("t", (2**61, 2), T.F64, 0)], data=False)),
+        ("row not a block multiple", gguf(good, [("t", (33,), T.Q4_0, 0)], data=False)),
+        ("removed type 4", gguf(good, [("t", (32,), 4, 0)], data=False)),
+        ("type 43", gguf(good, [("t", (32,), 43, 0)], data=False)),
+        ("misaligned offset", gguf(good, [("a", (4,), T.F32, 0), ("b", (4,), T.F32, 36)])),
+        ("gap between tensors", gguf(good, [("a", (4,), T.F32, 0), ("b", (4,), T.F32, 64)])),
+        ("tensors out of order", gguf(good, [("a", (8,), T.F32, 32), ("b", (8,), T.F32, 0)])),
+        ("offset overflow", gguf(good, [("t", (64,), T.F32, 2**64 - 32)], data=False)),
+        ("header only, data start past the end", gguf(good, two, data=False)),
+    ]
+    for k, h in enumerate(real_headers):
+        base = from_header(h, max_items=12, max_tensors=40)
+        base += b"\0" * ((-len(base)) % h.alignment)
+        cases.append((f"real header {k}", base))
+        for seed in range(300):
+            cases.append((f"real header {k} mutation {seed}", mutate(base, seed)))
+    return cases

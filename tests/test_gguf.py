@@ -3,6 +3,8 @@ with a reason, and survives a fuzzer mutating real headers."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import struct
 
 import numpy as np
@@ -386,3 +388,38 @@ def test_fuzz_mutated_real_headers(fuzz_bases):
     run()
     assert runs["n"] >= FUZZ_EXAMPLES, runs
     assert runs["parsed"] > 0 and runs["refused"] > 0, runs
+
+
+# --- the oracle: what llama.cpp's gguf.cpp accepts ---------------------------------------------------------------
+
+def _accepted_like_gguf_cpp(data: bytes) -> bool:
+    # gguf.cpp reading a header (no_alloc, no ggml context): the reader, then what bankml.verify knows gguf.cpp
+    # refuses beyond it (arrays of arrays, data not laid out contiguously), the data section's start within
+    # the bytes, and tensor names compared only up to a NUL byte (ggml keeps names as C strings)
+    from bankml.verify import gguf_cpp_refusals
+
+    try:
+        h = gguf.parse_header(data, len(data), check_data=False)
+    except GGUFError:
+        return False
+    if gguf_cpp_refusals(h) or (h.tensors and h.data_offset > len(data)):
+        return False
+    cut = [n.split("\0")[0] for n in h.tensors]
+    return len(set(cut)) == len(cut)
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+def test_accepts_exactly_what_gguf_cpp_accepts(smollm2_path, gemma3_path, oracle_dir):
+    from gguf_writer import oracle_cases
+
+    rec = json.loads((oracle_dir / "gguf" / "gguf_cpp_verdicts.json").read_text())["cases"]
+    cases = oracle_cases([gguf.read_header_file(p) for p in (smollm2_path, gemma3_path)])
+    assert [name for name, _ in cases] == [r["case"] for r in rec]
+    disagree = []
+    for (name, data), r in zip(cases, rec):
+        assert hashlib.sha256(data).hexdigest()[:16] == r["sha256"], name  # the same bytes as recorded
+        if _accepted_like_gguf_cpp(data) != r["accepted"]:
+            disagree.append((name, r["accepted"]))
+    assert disagree == []
+    assert 30 < sum(r["accepted"] for r in rec) < len(rec) - 30

@@ -119,17 +119,14 @@ def check_header(h: GGUFHeader) -> list[str]:
     return reasons
 
 
-def _check_llama_cpp_rules(h: GGUFHeader) -> list[str]:
-    """What gguf.cpp refuses although bankml.gguf reads it."""
+def gguf_cpp_refusals(h: GGUFHeader) -> list[str]:
+    """What llama.cpp's gguf.cpp refuses in a header that bankml.gguf reads: arrays of arrays, and tensor data
+    not laid out as gguf.cpp requires (each offset equal to the padded sizes of the tensors before it)."""
     reasons = []
     nested = [k for k, t in h.array_types.items() if t == ValueType.ARRAY]
     if nested:
         reasons.append(f"metadata {_names(nested)} {'is an array' if len(nested) == 1 else 'are arrays'} "
                        "of arrays, which llama.cpp refuses")
-    nul = [n for n in h.tensors if "\0" in n]
-    if nul:
-        reasons.append(f"tensor names with a NUL byte, which ggml cuts short: {_names(nul)}")
-    # gguf.cpp: each tensor's data starts where the previous one's ends, padded to the alignment
     expect = 0
     for ti in h.tensors.values():
         if ti.offset != expect:
@@ -138,6 +135,14 @@ def _check_llama_cpp_rules(h: GGUFHeader) -> list[str]:
                            f"to {h.alignment} bytes)")
             break
         expect += ti.nbytes + (-ti.nbytes) % h.alignment
+    return reasons
+
+
+def _check_llama_cpp_rules(h: GGUFHeader) -> list[str]:
+    reasons = gguf_cpp_refusals(h)
+    nul = [n for n in h.tensors if "\0" in n]
+    if nul:
+        reasons.append(f"tensor names with a NUL byte, which ggml cuts short: {_names(nul)}")
     return reasons
 
 
