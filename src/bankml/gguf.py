@@ -399,8 +399,9 @@ def _parse(cur: _Cursor, check_data: bool) -> GGUFHeader:
     for i in range(n_tensors):
         at = cur.pos
         name = cur.string(f"tensor {i} name")
-        if len(name.encode("utf-8", "surrogateescape")) >= MAX_NAME:
-            raise GGUFError(f"tensor {i} name is {len(name)} bytes long; ggml allows at most {MAX_NAME - 1}", at)
+        name_bytes = len(name.encode("utf-8", "surrogateescape"))
+        if name_bytes >= MAX_NAME:
+            raise GGUFError(f"tensor {i} name is {name_bytes} bytes long; ggml allows at most {MAX_NAME - 1}", at)
         if name in tensors:
             raise GGUFError(f"duplicate tensor name {name!r}", at)
         at = cur.pos

@@ -168,6 +168,8 @@ def ensure(name: str = DEFAULT_MODEL, progress: ProgressArg = None) -> Path:
     try:
         verify(path, progress)
     except PinMismatch as e:
+        if name not in known_models():
+            raise
         raise PinMismatch(e.path, e.reason + f"; `bankml pull --force {name}` fetches it again") from None
     return path
 
