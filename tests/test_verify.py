@@ -330,3 +330,13 @@ def test_sha256_progress_callback(write):
     import hashlib
     assert digest == hashlib.sha256(p.read_bytes()).hexdigest()
     assert seen[-1] == (25_600_000, 25_600_000) and len(seen) >= 2
+
+
+def test_sha256_progress_bar(write, capsys):
+    p = write(bytes(10_000_000), "zeros.bin")
+    verify.sha256_file(p, progress=True)
+    err = capsys.readouterr().err
+    assert err.endswith("| 10.0/10.0 MB\n") and err.count("100.0%") == 1 and err.startswith("\rsha256 zeros.bin ")
+    p2 = write(bytes(10_000_001), "quiet.bin")
+    verify.sha256_file(p2, progress=False)
+    assert capsys.readouterr().err == ""

@@ -21,6 +21,7 @@ class Progress:
         else:
             self._bar = progress is True
         self._last = 0.0
+        self._drawn = -1  # `done` when last drawn
 
     def update(self, n: int) -> None:
         self.done += n
@@ -33,6 +34,7 @@ class Progress:
                 self._draw()
 
     def _draw(self) -> None:
+        self._drawn = self.done
         frac = self.done / self.total if self.total else 1.0
         width = 30
         filled = int(frac * width)
@@ -42,7 +44,8 @@ class Progress:
 
     def close(self) -> None:
         if self._bar:
-            self._draw()
+            if self._drawn != self.done:
+                self._draw()
             sys.stderr.write("\n")
             sys.stderr.flush()
 
