@@ -324,7 +324,18 @@ def record_server() -> None:
                               "records": e2e})
 
 
-PARTS = {"vocab": record_vocab, "parse": record_parse, "masks": record_masks, "schemas": record_schemas,
+def record_tokens() -> None:
+    """tokenize(text, add_special=false, parse_special=true) of the generation prompts the replays feed to
+    grammars (inputs for the tests, which do not depend on bankml's tokenizer)"""
+    from testing.verify_grammar_e2e import tokenize
+    texts = ["<|im_start|>assistant\n", "Sure", "Sure, ", " Sure", "{"]
+    with Llama(model_path("smollm2"), vocab_only=True) as L:
+        out = {t: tokenize(L, t, False, True) for t in texts}
+    write("tokens_smollm2.json", {"what": "llama_tokenize(vocab, text, add_special=false, parse_special=true)",
+                                  "tokens": out})
+
+
+PARTS = {"tokens": record_tokens, "vocab": record_vocab, "parse": record_parse, "masks": record_masks, "schemas": record_schemas,
          "chat": record_chat, "server": record_server}
 
 

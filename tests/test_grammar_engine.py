@@ -136,3 +136,29 @@ def test_token_elements(vocab):
     g.accept(100)
     m = g.mask()
     assert not m[2] and m[3] and m.sum() > 40000
+
+
+def test_lazy_grammar_waits_for_its_trigger(vocab):
+    # llama_sampler_init_grammar_lazy_patterns: nothing is constrained before the trigger; then the buffered
+    # text from the first non-empty group on is replayed into the grammar
+    g = Grammar.parse('root ::= "<tool>" [a-z]+', vocab=vocab, lazy=True,
+                      trigger_patterns=[r"[\s\S]*?(<tool>)[\s\S]*"])
+    assert g.awaiting and g.mask().all() and g.allowed(min(vocab.eog_ids))
+    for piece in (b"Hello", b" <", b"tool", b">"):
+        g.accept(vocab.pieces.index(piece))
+    assert not g.awaiting
+    m = g.mask()
+    assert m[vocab.pieces.index(b"abc")] and not m[vocab.pieces.index(b" ")]
+    h = g.clone()
+    g.reset()
+    assert g.awaiting and not h.awaiting
+
+
+def test_lazy_grammar_trigger_token(vocab):
+    g = Grammar.parse('root ::= <[1]> "x"', vocab=vocab, lazy=True, trigger_tokens=[1])
+    g.accept(vocab.pieces.index(b"Hi"))
+    assert g.awaiting
+    g.accept(1)
+    assert not g.awaiting
+    m = g.mask()
+    assert m[vocab.pieces.index(b"x")] and m.sum() == 1

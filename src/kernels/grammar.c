@@ -347,8 +347,9 @@ struct bk_gr_engine {
     ivec set_len, set_flags;
     int32_t *set_tab;         /* open addressing over set ids, -1 empty */
     int64_t set_tab_cap;
-    /* memo of steps: (set, code point) -> set */
-    hmap step_map;
+    /* memo of steps: (set, signature) -> set through sig_map (hash -> entry), or (set, code point) -> set */
+    hmap step_map, sig_map;
+    ivec sig_set, sig_lo, sig_hi, sig_res;
     /* scratch */
     ivec work, adv_out, step_out, tmp;
     uvec cp_buf;
@@ -577,15 +578,47 @@ static int collect(bk_gr_engine *g, int32_t set, int32_t gen) {
     return 0;
 }
 
-/* one code point accepted by every stack of a set (llama_grammar_accept): the next set */
+/* one code point accepted by every stack of a set (llama_grammar_accept): the next set.
+ *
+ * The result depends on the code point only through which char-topped stacks match it (the element after a
+ * class does not depend on the character), so it is memoised per (set, signature of matches): a string's
+ * content state takes a handful of distinct signatures where it meets thousands of distinct code points.
+ * A set with more than 64 char-topped stacks is memoised per (set, code point) instead. */
 static int32_t step(bk_gr_engine *g, int32_t set, uint32_t cp) {
     if (!(g->set_flags.a[set] & SET_CHAR_TOP)) return 0;
-    uint64_t key = ((uint64_t)(uint32_t)set << 32) | cp;
-    int32_t memo = hm_get(&g->step_map, key);
-    if (memo >= 0) return memo;
+    int32_t n = g->set_len.a[set];
+    int64_t off = g->set_off.a[set];
+    uint64_t sig = 0;
+    int j = 0, big = 0;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t s = g->set_data.a[off + k];
+        if (s == 0) continue;
+        int32_t pos = g->st_pos.a[s];
+        uint32_t t = g->type[pos];
+        if (t == BK_GR_TOKEN || t == BK_GR_TOKEN_NOT) continue;
+        if (j == 64) { big = 1; break; }
+        int32_t after;
+        if (match_char(g, pos, cp, &after)) sig |= 1ULL << j;
+        j++;
+    }
+    uint64_t key;
+    int32_t memo;
+    if (big) {
+        key = ((uint64_t)(uint32_t)set << 32) | cp;
+        memo = hm_get(&g->step_map, key);
+        if (memo >= 0) return memo;
+    } else {
+        if (sig == 0) return 0;
+        key = mix64(((uint64_t)(uint32_t)set << 32) ^ mix64(sig));
+        if (key == HM_EMPTY) key = 0;
+        int32_t e = hm_get(&g->sig_map, key);
+        if (e >= 0 && g->sig_set.a[e] == set && (uint64_t)g->sig_lo.a[e] == (sig & 0xFFFFFFFFu) &&
+            (uint64_t)(uint32_t)g->sig_hi.a[e] == (sig >> 32))
+            return g->sig_res.a[e];
+        memo = e;  /* a different (set, signature) with the same hash: computed without a memo */
+    }
     /* the stacks reached; advance() reuses work/adv_out, so results are gathered here after each call */
     g->tmp.n = 0;
-    int32_t n = g->set_len.a[set];
     for (int32_t k = 0; k < n; k++) {
         int32_t s = g->set_data.a[g->set_off.a[set] + k];
         if (s == 0) continue;
@@ -611,7 +644,15 @@ static int32_t step(bk_gr_engine *g, int32_t set, uint32_t cp) {
     }
     int32_t res = intern_set(g, g->step_out.a, g->step_out.n);
     if (res < 0) return res;
-    if (hm_put(&g->step_map, key, res)) return BK_GR_ENOMEM;
+    if (big) {
+        if (hm_put(&g->step_map, key, res)) return BK_GR_ENOMEM;
+    } else if (memo < 0) {
+        int32_t e = (int32_t)g->sig_set.n;
+        if (iv_push(&g->sig_set, set) || iv_push(&g->sig_lo, (int32_t)(uint32_t)(sig & 0xFFFFFFFFu)) ||
+            iv_push(&g->sig_hi, (int32_t)(uint32_t)(sig >> 32)) || iv_push(&g->sig_res, res) ||
+            hm_put(&g->sig_map, key, e))
+            return BK_GR_ENOMEM;
+    }
     g->stats.n_steps++;
     return res;
 }
@@ -637,6 +678,8 @@ void bk_gr_engine_free(bk_gr_engine *g) {
     hm_free(&g->st_map);
     free(g->set_data.a); free(g->set_off.a); free(g->set_len.a); free(g->set_flags.a); free(g->set_tab);
     hm_free(&g->step_map);
+    hm_free(&g->sig_map);
+    free(g->sig_set.a); free(g->sig_lo.a); free(g->sig_hi.a); free(g->sig_res.a);
     free(g->work.a); free(g->adv_out.a); free(g->step_out.a); free(g->tmp.a); free(g->cp_buf.a);
     hm_free(&g->mask_map);
     free(g->masks);
@@ -662,7 +705,7 @@ bk_gr_engine *bk_gr_engine_new(const uint32_t *elems, int32_t n_elems, const int
     g->n_mask_slots = (int32_t)(slots > 1024 ? 1024 : (slots < 16 ? 16 : slots));
     g->masks = malloc((size_t)g->n_mask_slots * (size_t)mask_bytes);
     if (!g->type || !g->value || !g->rule_start || !g->set_tab || !g->masks || hm_init(&g->st_map, 1024) ||
-        hm_init(&g->step_map, 4096) || hm_init(&g->mask_map, 2048)) {
+        hm_init(&g->step_map, 4096) || hm_init(&g->sig_map, 4096) || hm_init(&g->mask_map, 2048)) {
         bk_gr_engine_free(g);
         return NULL;
     }
