@@ -173,6 +173,10 @@ struct bk_gr_vocab {
     int32_t *first_child, *next_sibling;
     int32_t *lo, *n_end, *hi; /* tokens in order[lo, hi) are in the subtree; the first n_end end at the node */
     int32_t *order;           /* trie tokens sorted by code points */
+    /* the walk's compact copy: a record per node, its children's edges contiguous, finals in token order */
+    struct bk_gr_node { int32_t lo, n_end, hi, edge_off, n_edge; } *nodes;
+    struct bk_gr_edge { uint32_t cp; int32_t child; } *edges;
+    bk_gr_partial *ord_final;
     int32_t *pos_of;          /* index in order, or -1 */
 };
 
@@ -196,6 +200,7 @@ void bk_gr_vocab_free(bk_gr_vocab *v) {
     free(v->pieces); free(v->offsets); free(v->cls); free(v->cps); free(v->cp_off); free(v->cp_n);
     free(v->final); free(v->cont); free(v->node_cp); free(v->first_child); free(v->next_sibling);
     free(v->lo); free(v->n_end); free(v->hi); free(v->order); free(v->pos_of);
+    free(v->nodes); free(v->edges); free(v->ord_final);
     free(v);
 }
 
@@ -322,6 +327,27 @@ bk_gr_vocab *bk_gr_vocab_new(int32_t n_vocab, const uint8_t *pieces, const int64
     v->n_nodes = n_nodes;
     free(path);
     free(last_child);
+    v->nodes = malloc((size_t)n_nodes * sizeof(*v->nodes));
+    v->edges = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof(*v->edges));
+    v->ord_final = malloc((size_t)(n_order ? n_order : 1) * sizeof(bk_gr_partial));
+    if (!v->nodes || !v->edges || !v->ord_final) {
+        bk_gr_vocab_free(v);
+        return NULL;
+    }
+    int32_t n_edges = 0;
+    for (int32_t node = 0; node < n_nodes; node++) {
+        v->nodes[node].lo = v->lo[node];
+        v->nodes[node].n_end = v->n_end[node];
+        v->nodes[node].hi = v->hi[node];
+        v->nodes[node].edge_off = n_edges;
+        for (int32_t c = v->first_child[node]; c >= 0; c = v->next_sibling[c]) {
+            v->edges[n_edges].cp = v->node_cp[c];
+            v->edges[n_edges].child = c;
+            n_edges++;
+        }
+        v->nodes[node].n_edge = n_edges - v->nodes[node].edge_off;
+    }
+    for (int32_t k = 0; k < n_order; k++) v->ord_final[k] = v->final[v->order[k]];
     return v;
 }
 
@@ -350,6 +376,7 @@ struct bk_gr_engine {
     /* memo of steps: (set, signature) -> set through sig_map (hash -> entry), or (set, code point) -> set */
     hmap step_map, sig_map;
     ivec sig_set, sig_lo, sig_hi, sig_res;
+    ivec ascii_tab, ascii_pool;   /* per set: offset of its 128 ASCII step results (-1: none yet) */
     /* scratch */
     ivec work, adv_out, step_out, tmp;
     uvec cp_buf;
@@ -444,7 +471,8 @@ static int32_t intern_set(bk_gr_engine *g, int32_t *ids, int64_t n) {
         uint32_t t = g->type[g->st_pos.a[s]];
         flags |= (t == BK_GR_TOKEN || t == BK_GR_TOKEN_NOT) ? SET_TOKEN_TOP : SET_CHAR_TOP;
     }
-    if (lv_push(&g->set_off, g->set_data.n) || iv_push(&g->set_len, (int32_t)n) || iv_push(&g->set_flags, flags))
+    if (lv_push(&g->set_off, g->set_data.n) || iv_push(&g->set_len, (int32_t)n) || iv_push(&g->set_flags, flags) ||
+        iv_push(&g->ascii_tab, -1))
         return BK_GR_ENOMEM;
     for (int64_t k = 0; k < n; k++) {
         if (iv_push(&g->set_data, ids[k])) return BK_GR_ENOMEM;
@@ -584,8 +612,29 @@ static int collect(bk_gr_engine *g, int32_t set, int32_t gen) {
  * class does not depend on the character), so it is memoised per (set, signature of matches): a string's
  * content state takes a handful of distinct signatures where it meets thousands of distinct code points.
  * A set with more than 64 char-topped stacks is memoised per (set, code point) instead. */
+static int32_t step_slow(bk_gr_engine *g, int32_t set, uint32_t cp);
+
+/* ASCII steps of a set are kept in a small table of their own (most edges of the token trie are ASCII) */
 static int32_t step(bk_gr_engine *g, int32_t set, uint32_t cp) {
     if (!(g->set_flags.a[set] & SET_CHAR_TOP)) return 0;
+    if (cp >= 128) return step_slow(g, set, cp);
+    int32_t tab = g->ascii_tab.a[set];
+    if (tab < 0) {
+        tab = (int32_t)g->ascii_pool.n;
+        if (grow((void **)&g->ascii_pool.a, &g->ascii_pool.cap, g->ascii_pool.n + 128, sizeof(int32_t)))
+            return BK_GR_ENOMEM;
+        for (int i = 0; i < 128; i++) g->ascii_pool.a[tab + i] = -1;
+        g->ascii_pool.n += 128;
+        g->ascii_tab.a[set] = tab;
+    }
+    int32_t r = g->ascii_pool.a[tab + cp];
+    if (r >= 0) return r;
+    r = step_slow(g, set, cp);
+    if (r >= 0) g->ascii_pool.a[g->ascii_tab.a[set] + cp] = r;
+    return r;
+}
+
+static int32_t step_slow(bk_gr_engine *g, int32_t set, uint32_t cp) {
     int32_t n = g->set_len.a[set];
     int64_t off = g->set_off.a[set];
     uint64_t sig = 0;
@@ -680,6 +729,7 @@ void bk_gr_engine_free(bk_gr_engine *g) {
     hm_free(&g->step_map);
     hm_free(&g->sig_map);
     free(g->sig_set.a); free(g->sig_lo.a); free(g->sig_hi.a); free(g->sig_res.a);
+    free(g->ascii_tab.a); free(g->ascii_pool.a);
     free(g->work.a); free(g->adv_out.a); free(g->step_out.a); free(g->tmp.a); free(g->cp_buf.a);
     hm_free(&g->mask_map);
     free(g->masks);
@@ -875,11 +925,12 @@ static int mask_fresh(bk_gr_engine *g, int32_t set, uint64_t *m) {
     while (g->dfs.n) {
         int32_t cur = g->dfs.a[--g->dfs.n];
         int32_t node = g->dfs.a[--g->dfs.n];
-        int32_t lo = v->lo[node], ne = v->n_end[node], hi = v->hi[node];
+        const struct bk_gr_node *nd = &v->nodes[node];
+        int32_t lo = nd->lo, ne = nd->n_end, hi = nd->hi;
         /* tokens that end here */
         for (int32_t k = lo; k < lo + ne; k++) {
             int32_t t = v->order[k];
-            bk_gr_partial fin = v->final[t];
+            bk_gr_partial fin = v->ord_final[k];
             if (fin.n_remain == 0) { SETBIT(m, t); continue; }
             int32_t n = g->set_len.a[cur];
             for (int32_t j = 0; j < n; j++) {
@@ -910,11 +961,15 @@ static int mask_fresh(bk_gr_engine *g, int32_t set, uint64_t *m) {
                 }
             }
         }
-        for (int32_t c = v->first_child[node]; c >= 0; c = v->next_sibling[c]) {
-            int32_t next = step(g, cur, v->node_cp[c]);
+        const struct bk_gr_edge *e = v->edges + nd->edge_off;
+        if (grow((void **)&g->dfs.a, &g->dfs.cap, g->dfs.n + 2 * (int64_t)nd->n_edge, sizeof(int32_t)))
+            return BK_GR_ENOMEM;
+        for (int32_t i = 0; i < nd->n_edge; i++) {
+            int32_t next = step(g, cur, e[i].cp);
             if (next < 0) return next;
             if (next == 0) continue;
-            if (iv_push(&g->dfs, c) || iv_push(&g->dfs, next)) return BK_GR_ENOMEM;
+            g->dfs.a[g->dfs.n++] = e[i].child;
+            g->dfs.a[g->dfs.n++] = next;
         }
     }
     return 0;
