@@ -188,3 +188,81 @@ def e2e_requests() -> list[tuple[str, str, dict]]:
                                                                  "return_tokens": True, "grammar": 'root ::= "Sure, " [a-z]+',
                                                                  "grammar_type": "tool_calls", "generation_prompt": "Sure, "}))
     return out
+
+
+def lazy_requests() -> list[tuple[str, str, dict]]:
+    """(id, endpoint, body) for lazy grammars and the trigger fields; some are refusals"""
+    g = 'root ::= "{" [a-z]+ "}"'
+    base = {"n_predict": 24, "temperature": 0, "return_tokens": True}
+    return [
+        ("lazy-word", "/completion", dict(base, prompt="Write a sentence, then a code in braces:", grammar=g,
+                                          grammar_lazy=True, grammar_triggers=[{"type": 1, "value": "code {"}])),
+        ("lazy-pattern", "/completion", dict(base, prompt="The answer is", grammar=g, grammar_lazy=True,
+                                             grammar_triggers=[{"type": 2, "value": "[\\s\\S]*?(\\{)"}])),
+        ("lazy-pattern-full", "/completion", dict(base, prompt="Say: hello {", grammar=g, grammar_lazy=True,
+                                                  grammar_triggers=[{"type": 3, "value": "(.*\\{)"}])),
+        ("lazy-never", "/completion", dict(base, prompt="Count to five:", grammar=g, grammar_lazy=True,
+                                           grammar_triggers=[{"type": 1, "value": "zebra crossing"}])),
+        ("lazy-no-triggers-field", "/completion", dict(base, prompt="Hi", grammar=g, grammar_lazy=True)),
+        ("lazy-token", "/completion", dict(base, prompt="Hello", grammar='root ::= [a-z ]+', grammar_lazy=True,
+                                           preserved_tokens=[" world"],
+                                           grammar_triggers=[{"type": 1, "value": " world"}])),
+        ("lazy-empty-triggers", "/completion", dict(base, prompt="Hi", grammar=g, grammar_lazy=True,
+                                                    grammar_triggers=[])),
+        ("lazy-word-not-preserved", "/completion", dict(base, prompt="Hi", grammar=g, grammar_lazy=True,
+                                                        grammar_triggers=[{"type": 1, "value": " world"}])),
+        ("lazy-trigger-no-type", "/completion", dict(base, prompt="Hi", grammar=g, grammar_lazy=True,
+                                                     grammar_triggers=[{"value": "x"}])),
+        ("lazy-trigger-bad-value", "/completion", dict(base, prompt="Hi", grammar=g, grammar_lazy=True,
+                                                       grammar_triggers=[{"type": 1, "value": 5}])),
+        ("lazy-bad-grammar", "/completion", dict(base, prompt="Hi", grammar="root ::= (", grammar_lazy=True,
+                                                 grammar_triggers=[{"type": 1, "value": "zebra crossing"}])),
+        ("preserved-not-string", "/completion", dict(base, prompt="Hi", preserved_tokens=[5])),
+        ("lazy-not-bool", "/completion", dict(base, prompt="Hi", grammar=g, grammar_lazy="yes")),
+    ]
+
+
+def e2e_more_requests() -> list[tuple[str, str, dict]]:
+    """(id, endpoint, body): more distinct schemas (completion and chat, greedy and seeded)"""
+    schemas = [
+        {"type": "boolean"},
+        {"type": "number"},
+        {"type": "integer", "minimum": 1900, "maximum": 2100},
+        {"type": "string", "maxLength": 20},
+        {"type": "string", "minLength": 3, "maxLength": 6},
+        {"type": ["string", "null"]},
+        {"enum": [1, 2, 3, "many"]},
+        {"const": "ok"},
+        {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 3},
+        {"type": "object", "properties": {"first": {"type": "string"}, "last": {"type": "string"}},
+         "required": ["first", "last"], "additionalProperties": False},
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}}},
+        {"type": "object", "properties": {"status": {"enum": ["active", "inactive"]}, "since": {"type": "string", "format": "date"}},
+         "required": ["status"]},
+        {"oneOf": [{"type": "object", "properties": {"cat": {"type": "string"}}, "required": ["cat"]},
+                   {"type": "object", "properties": {"dog": {"type": "string"}}, "required": ["dog"]}]},
+        {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "object", "properties": {
+            "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"}, "qty": {"type": "integer", "minimum": 1}},
+            "required": ["sku", "qty"]}, "maxItems": 2}}, "required": ["items"]},
+        {"type": "object", "properties": {"title": {"type": "string"}, "year": {"type": "integer"}},
+         "additionalProperties": {"type": "string"}},
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]},
+    ]
+    prompts = ["Is water wet?", "A number:", "A year:", "A short word:", "A word:", "Maybe a name:", "How many?",
+               "Status:", "Three numbers:", "Your name as JSON:", "Three values:", "Account status:",
+               "A pet:", "An order:", "A film:", "A row:"]
+    chat = "/v1/chat/completions"
+    out = []
+    for i, (s, p) in enumerate(zip(schemas, prompts)):
+        if i % 2 == 0:
+            body = {"prompt": p + "\n", "n_predict": 32, "json_schema": s, "return_tokens": True, "temperature": 0}
+            out.append((f"more-schema-{i:02d}", "/completion", body))
+            if i % 4 == 0:
+                out.append((f"more-schema-{i:02d}-seed", "/completion", dict(body, temperature=0.7, seed=4242 + i)))
+        else:
+            body = {"messages": [{"role": "user", "content": p}], "max_tokens": 32, "temperature": 0, "verbose": True,
+                    "return_tokens": True, "response_format": {"type": "json_schema", "json_schema": {"schema": s}}}
+            out.append((f"more-chat-schema-{i:02d}", chat, body))
+            if i % 4 == 1:
+                out.append((f"more-chat-schema-{i:02d}-seed", chat, dict(body, temperature=0.7, seed=5151 + i)))
+    return out

@@ -328,14 +328,47 @@ def record_tokens() -> None:
     """tokenize(text, add_special=false, parse_special=true) of the generation prompts the replays feed to
     grammars (inputs for the tests, which do not depend on bankml's tokenizer)"""
     from testing.verify_grammar_e2e import tokenize
-    texts = ["<|im_start|>assistant\n", "Sure", "Sure, ", " Sure", "{"]
+    texts = ["<|im_start|>assistant\n", "Sure", "Sure, ", " Sure", "{", " world", "code {", "zebra crossing", "x"]
     with Llama(model_path("smollm2"), vocab_only=True) as L:
         out = {t: tokenize(L, t, False, True) for t in texts}
     write("tokens_smollm2.json", {"what": "llama_tokenize(vocab, text, add_special=false, parse_special=true)",
                                   "tokens": out})
 
 
-PARTS = {"tokens": record_tokens, "vocab": record_vocab, "parse": record_parse, "masks": record_masks, "schemas": record_schemas,
+def record_e2e_more() -> None:
+    from testing.grammar_requests import e2e_more_requests
+    from testing.oracle import LlamaServer
+    recs = []
+    with LlamaServer(model_path("smollm2")) as srv:
+        for rid, endpoint, req in e2e_more_requests():
+            st, hdr, raw = srv.post(endpoint, req)
+            recs.append({"id": rid, "endpoint": endpoint, "request": req, "status": st, "response": json.loads(raw),
+                         "prompt_tokens": _prompt_tokens(srv, endpoint, req)})
+            print("e2e", rid, st, raw[:150], file=sys.stderr)
+    write("server_e2e_more.json", {"model": model_path("smollm2").name,
+                                   "server": "llama-server b11192 -t 2 -c 4096 -np 1 --jinja --reasoning off --no-webui",
+                                   "records": recs})
+
+
+def record_lazy() -> None:
+    from testing.grammar_requests import lazy_requests
+    from testing.oracle import LlamaServer
+    recs = []
+    with LlamaServer(model_path("smollm2")) as srv:
+        for rid, endpoint, req in lazy_requests():
+            st, hdr, raw = srv.post(endpoint, req)
+            rec = {"id": rid, "endpoint": endpoint, "request": req, "status": st}
+            if st == 200:
+                rec["response"] = json.loads(raw)
+                rec["prompt_tokens"] = _prompt_tokens(srv, endpoint, req)
+            else:
+                rec["body"] = raw.decode("utf-8")
+            recs.append(rec)
+            print("lazy", rid, st, raw[:150], file=sys.stderr)
+    write("server_lazy.json", {"model": model_path("smollm2").name, "records": recs})
+
+
+PARTS = {"tokens": record_tokens, "lazy": record_lazy, "e2e_more": record_e2e_more, "vocab": record_vocab, "parse": record_parse, "masks": record_masks, "schemas": record_schemas,
          "chat": record_chat, "server": record_server}
 
 

@@ -4,7 +4,7 @@ grammar engine, prefill, and llama-server's grammar sampling flow (common_sample
 first, the drawn token checked, on rejection the grammar applied to fresh logits and the chain run again
 with the same generator; accept: grammar, then the chain). Every token id and content string must match.
 
-    python -m testing.verify_grammar_e2e [--only ID]
+    python -m testing.verify_grammar_e2e [--only ID] [--file server_lazy.json]
 
 Developer tool (needs the oracle build); the suite's replay on bankml's own forward pass and sampler is
 tests/pending/replay_grammar_e2e.py.
@@ -114,7 +114,7 @@ def resolve(rec: dict, vocab: GrammarVocab, L: Llama):
     """(grammar spec, chat response format or None, prefill tokens) for a recorded request"""
     body = rec["request"]
     if rec["endpoint"] == "/completion":
-        spec = req.completion_grammar(body)
+        spec = req.completion_grammar_fields(body, lambda text: tokenize(L, text, False, True))
         gp = body.get("generation_prompt", "")
         fmt = None
     else:
@@ -171,7 +171,8 @@ def replay(rec: dict, L: Llama, vocab: GrammarVocab) -> tuple[bool, str]:
 
 def main(argv: list[str]) -> int:
     only = argv[argv.index("--only") + 1] if "--only" in argv else None
-    recs = json.loads((REPO / "tests" / "oracle" / "grammar" / "server_e2e.json").read_text(encoding="utf-8"))
+    name = argv[argv.index("--file") + 1] if "--file" in argv else "server_e2e.json"
+    recs = json.loads((REPO / "tests" / "oracle" / "grammar" / name).read_text(encoding="utf-8"))
     vocab = GrammarVocab.from_gguf_file(model_path("smollm2"))
     n_ok = n_bad = 0
     with Llama(model_path("smollm2"), n_ctx=4096, n_threads=2) as L:

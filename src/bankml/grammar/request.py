@@ -286,7 +286,8 @@ def prefill_tokens(generation_prompt: str, tokens: list[int], piece) -> list[int
 
 def sampler_grammar(spec: GrammarSpec | None, vocab, prefill: list[int] = ()):
     """The grammar sampler of common_sampler_init: the compiled grammar, fed the prefill tokens when the
-    grammar's kind asks for it. Raises ConstrainedRequestError(400, "Failed to initialize samplers: ...")."""
+    grammar's kind asks for it. Raises ConstrainedRequestError(400, "Failed to initialize samplers: failed to
+    parse grammar"), or (400, "Failed to initialize samplers: std::exception") when the prefill is refused."""
     from bankml.errors import GrammarError
     from bankml.grammar.grammar import Grammar, init_grammar
     if spec is None:
@@ -303,8 +304,10 @@ def sampler_grammar(spec: GrammarSpec | None, vocab, prefill: list[int] = ()):
         try:
             for t in prefill:
                 g.accept(t)
-        except GrammarError as e:
-            raise ConstrainedRequestError(400, "Failed to initialize samplers: " + str(e)) from None
+        except GrammarError:
+            # common_sampler_init logs the grammar and rethrows with `throw e;`, a copy sliced to
+            # std::exception: the client sees only "std::exception"
+            raise ConstrainedRequestError(400, "Failed to initialize samplers: std::exception") from None
     return g
 
 
