@@ -45,10 +45,17 @@ def _safe(obj):
 
 
 def write(name: str, obj) -> None:
+    """JSON with one record a line (readable diffs, small files)"""
     obj = _safe(obj)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / name
-    path.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    lists = {k: v for k, v in obj.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+    head = {k: v for k, v in obj.items() if k not in lists}
+    parts = [json.dumps(k, ensure_ascii=False) + ": " + json.dumps(v, ensure_ascii=False) for k, v in head.items()]
+    for k, v in lists.items():
+        rows = ",\n".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in v)
+        parts.append(json.dumps(k) + ": [\n" + rows + "\n]")
+    path.write_text("{" + ",\n".join(parts) + "}\n", encoding="utf-8")
     print(f"wrote {path} ({path.stat().st_size} bytes)")
 
 
