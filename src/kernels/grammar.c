@@ -859,6 +859,21 @@ int bk_gr_accept_token(bk_gr_engine *g, int32_t *set, bk_gr_partial *partial, in
                               v->offsets[token + 1] - v->offsets[token]);
 }
 
+/* can some char-topped stack of the set match a completion of the partial UTF-8 sequence */
+static int partial_ok(const bk_gr_engine *g, int32_t set, bk_gr_partial fin) {
+    if (fin.n_remain <= 0) return 0;
+    int32_t n = g->set_len.a[set];
+    for (int32_t k = 0; k < n; k++) {
+        int32_t s = g->set_data.a[g->set_off.a[set] + k];
+        if (s == 0) continue;
+        int32_t pos = g->st_pos.a[s];
+        uint32_t t = g->type[pos];
+        if (t == BK_GR_TOKEN || t == BK_GR_TOKEN_NOT) continue;
+        if (match_partial_char(g, pos, fin)) return 1;
+    }
+    return 0;
+}
+
 /* is a candidate with these code points (and final partial sequence) accepted by some stack of the set */
 static int check_cps(bk_gr_engine *g, int32_t set, const uint32_t *cps, int64_t n, bk_gr_partial fin, int32_t token) {
     int32_t cur = set;
@@ -875,17 +890,7 @@ static int check_cps(bk_gr_engine *g, int32_t set, const uint32_t *cps, int64_t 
         if (cur == 0) return 0;
     }
     if (fin.n_remain == 0) return g->set_len.a[cur] > 0;
-    if (fin.n_remain < 0) return 0;
-    int32_t m = g->set_len.a[cur];
-    for (int32_t k = 0; k < m; k++) {
-        int32_t s = g->set_data.a[g->set_off.a[cur] + k];
-        if (s == 0) continue;
-        int32_t pos = g->st_pos.a[s];
-        uint32_t t = g->type[pos];
-        if (t == BK_GR_TOKEN || t == BK_GR_TOKEN_NOT) continue;
-        if (match_partial_char(g, pos, fin)) return 1;
-    }
-    return 0;
+    return partial_ok(g, cur, fin);
 }
 
 static int fresh(bk_gr_partial p) { return p.n_remain <= 0; }
@@ -931,16 +936,7 @@ static int mask_fresh(bk_gr_engine *g, int32_t set, uint64_t *m) {
         for (int32_t k = lo; k < lo + ne; k++) {
             int32_t t = v->order[k];
             bk_gr_partial fin = v->ord_final[k];
-            if (fin.n_remain == 0) { SETBIT(m, t); continue; }
-            int32_t n = g->set_len.a[cur];
-            for (int32_t j = 0; j < n; j++) {
-                int32_t s = g->set_data.a[g->set_off.a[cur] + j];
-                if (s == 0) continue;
-                int32_t pos = g->st_pos.a[s];
-                uint32_t ty = g->type[pos];
-                if (ty == BK_GR_TOKEN || ty == BK_GR_TOKEN_NOT) continue;
-                if (match_partial_char(g, pos, fin)) { SETBIT(m, t); break; }
-            }
+            if (fin.n_remain == 0 || partial_ok(g, cur, fin)) SETBIT(m, t);
         }
         /* token-topped stacks accept by id any token that goes on below this node */
         if (g->set_flags.a[cur] & SET_TOKEN_TOP) {
