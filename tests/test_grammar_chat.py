@@ -80,3 +80,19 @@ def test_fence_and_space_are_stripped():
     assert fmt.content('```json\n{"a": 1}\n```') == '{"a": 1}'
     assert fmt.content('  {"a": [1, 2') == '{"a": [1, 2'
     assert fmt.content("``") is None
+
+
+def test_stream_deltas_follow_successive_parses():
+    fmt = chat.response_format({"type": "object"}, "<|im_start|>assistant\n")
+    answer = '```json\n{"a": [1, 22], "b": "x"}\n```'
+    last, sent = "", ""
+    for i in range(1, len(answer) + 1):
+        cur = fmt.content(answer[:i])
+        if cur is None or cur == last:
+            continue
+        sent += chat.content_delta(last, cur)
+        last = cur
+    assert sent == fmt.content(answer) == '{"a": [1, 22], "b": "x"}'
+    assert chat.content_delta("abc", "ab") == ""
+    with pytest.raises(SchemaError, match="Invalid diff"):
+        chat.content_delta("abc", "abd")

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ADVANCE_LIMIT 4000000  /* stacks one advance may visit before the grammar is called divergent */
+#define ADVANCE_LIMIT 1000000  /* stacks one advance may visit before the grammar is called divergent */
 #define SMALL_APPLY 32         /* candidate lists up to this size are checked token by token */
 
 /* ------------------------------------------------------------------------------------------------------------

@@ -4,9 +4,11 @@
 `Vocab` owns the token pieces and their trie (built once per vocabulary and shared by every grammar);
 `Engine` owns one grammar's rules and its memo tables (interned stacks and stack sets, steps, cached masks).
 A grammar *state* is a plain triple (stack-set id, partial UTF-8 value, partial UTF-8 bytes remaining) owned
-by the caller, so many `bankml.grammar.Grammar` objects can share one `Engine`. Not thread-safe: use one
-engine from one thread at a time.
+by the caller, so many `bankml.grammar.Grammar` objects can share one `Engine`. The C engine is not
+thread-safe (its memo tables grow on use) and runs without the GIL, so every call takes the engine's lock.
 """
+
+import threading
 
 import numpy as np
 cimport numpy as cnp
@@ -111,6 +113,7 @@ cdef class Engine:
     cdef bk_gr_engine *g
     cdef readonly Vocab vocab
     cdef readonly int32_t initial_set
+    cdef object lock
 
     def __cinit__(self, elems, rule_start, int32_t root_rule, Vocab vocab):
         cdef const uint32_t[:, ::1] e = np.ascontiguousarray(elems, dtype=np.uint32).reshape(-1, 2)
@@ -118,6 +121,7 @@ cdef class Engine:
         cdef int err = 0
         cdef int32_t initial = 0
         self.vocab = vocab
+        self.lock = threading.Lock()
         if e.shape[0] == 0 or rs.shape[0] == 0 or not (0 <= root_rule < rs.shape[0]):
             raise GrammarError("empty grammar")
         with nogil:
@@ -144,7 +148,7 @@ cdef class Engine:
         cdef int rc
         p.value = pvalue
         p.n_remain = premain
-        with nogil:
+        with self.lock, nogil:
             rc = bk_gr_accept_token(self.g, &state_set, &p, token)
         if rc != 0:
             raise _error(rc, "accept")
@@ -157,7 +161,7 @@ cdef class Engine:
         cdef int64_t n = len(piece)
         p.value = pvalue
         p.n_remain = premain
-        with nogil:
+        with self.lock, nogil:
             rc = bk_gr_accept_piece(self.g, &state_set, &p, token, data, n)
         if rc != 0:
             raise _error(rc, "accept")
@@ -174,7 +178,7 @@ cdef class Engine:
             return
         p.value = pvalue
         p.n_remain = premain
-        with nogil:
+        with self.lock, nogil:
             rc = bk_gr_apply(self.g, state_set, p, &ids[0], ids.strides[0], &logits[0], logits.strides[0],
                              ids.shape[0])
         if rc != 0:
@@ -185,7 +189,7 @@ cdef class Engine:
         cdef int rc
         p.value = pvalue
         p.n_remain = premain
-        with nogil:
+        with self.lock, nogil:
             rc = bk_gr_allowed(self.g, state_set, p, token)
         if rc < 0:
             raise _error(rc, "allowed")
@@ -199,15 +203,16 @@ cdef class Engine:
         cdef int64_t n_words = (self.vocab.n_vocab + 63) // 64
         p.value = pvalue
         p.n_remain = premain
-        with nogil:
-            m = bk_gr_mask(self.g, state_set, p, &err)
-        if m == NULL:
-            raise _error(err, "mask")
         words = np.empty(n_words, dtype=np.uint64)
         cdef uint64_t[::1] w = words
         cdef int64_t i
-        for i in range(n_words):
-            w[i] = m[i]
+        with self.lock:
+            with nogil:
+                m = bk_gr_mask(self.g, state_set, p, &err)
+            if m == NULL:
+                raise _error(err, "mask")
+            for i in range(n_words):
+                w[i] = m[i]
         bits = np.unpackbits(words.view(np.uint8), bitorder="little")
         return bits[: self.vocab.n_vocab].astype(bool)
 
@@ -219,6 +224,10 @@ cdef class Engine:
 
     def stacks(self, int32_t state_set):
         """The set's stacks as tuples of element indices, bottom to top (sorted), for tests."""
+        with self.lock:
+            return self._stacks(state_set)
+
+    def _stacks(self, int32_t state_set):
         cdef int64_t need = bk_gr_dump_set(self.g, state_set, NULL, 0)
         if need < 0:
             need = -need

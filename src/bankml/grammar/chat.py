@@ -495,3 +495,18 @@ def response_format(schema, generation_prompt: str, reasoning_start: str = "") -
     except SchemaError as e:
         raise SchemaError(CHAT_PARSER_ERROR + e.message) from None
     return ChatResponseFormat(grammar, generation_prompt, arena)
+
+
+def content_delta(last: str, current: str) -> str:
+    """The content a stream chunk carries (common/chat.cpp string_diff): what `current` adds to `last`; ""
+    when `current` is a prefix of `last` (a stop word erased); SchemaError when neither extends the other
+    (llama-server throws "Invalid diff"). In a stream, llama-server parses the text generated so far after
+    every token (`ChatResponseFormat.content`), keeps the previous message when a parse yields nothing, and
+    sends the delta between the previous content and the new one when they differ."""
+    if not last:
+        return current
+    if not current.startswith(last):
+        if last.startswith(current):
+            return ""
+        raise SchemaError(f"Invalid diff: '{last}' not found at start of '{current}'")
+    return current[len(last):]

@@ -23,7 +23,7 @@ from bankml.grammar import gbnf
 from bankml.grammar._engine import Engine, EngineError, Vocab
 from bankml.grammar.vocab import GrammarVocab
 
-_ENGINE_CACHE = 16  # compiled grammars kept per vocabulary
+_ENGINE_CACHE = 16  # compiled grammars kept per vocabulary (each may hold up to 32 MiB of cached masks)
 
 
 def _engine_vocab(vocab: GrammarVocab) -> Vocab:
@@ -236,7 +236,6 @@ class Grammar:
 
     @staticmethod
     def _accept_error(e: EngineError, token: int, piece: bytes) -> GrammarError:
-        from bankml.grammar._engine import EngineError as _E  # noqa: F401  (same class, for clarity)
         if e.code == -3:  # BK_GR_EEMPTY
             text = piece.decode("utf-8", "replace")
             return GrammarError(f"Unexpected empty grammar stack after accepting piece: {text} ({token})")
