@@ -42,3 +42,18 @@ def test_from_tokenizer_uses_its_pieces():
     v = GrammarVocab.from_tokenizer(Tok())
     assert v.pieces == [b"a", b"\xc3", b"</s>"] and v.eog_ids == frozenset({2})
     assert v.tokenize("<a>") == [0]
+
+
+def test_gguf_fallback_resolves_special_token_texts(smollm2_path):
+    from bankml.grammar import Grammar
+    from bankml.grammar.vocab import TokenizerNeeded
+    v = GrammarVocab.from_gguf_file(smollm2_path)
+    g = Grammar.parse('root ::= "hi" <|im_start|>', vocab=v)
+    g.accept(v.pieces.index(b"hi"))
+    assert g.mask().sum() == 1 and g.allowed(1)
+    # an end-of-generation token named in a grammar is still held back until the grammar is complete
+    g = Grammar.parse('root ::= "hi" <|im_end|>', vocab=v)
+    g.accept(v.pieces.index(b"hi"))
+    assert g.mask().sum() == 0
+    with pytest.raises(TokenizerNeeded, match="needs bankml.tokenizer"):
+        Grammar.parse("root ::= <hello>", vocab=v)

@@ -19,6 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from bankml.errors import BankmlError
+
+
+class TokenizerNeeded(BankmlError):
+    """A grammar names a token by its text (`<name>`) that only the real tokenizer can resolve; raised by the
+    GGUF fallback vocabulary (which resolves exact control / user-defined token texts only)."""
+
 # llama_token_type values stored in tokenizer.ggml.token_type
 _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
 
@@ -122,8 +129,11 @@ class GrammarVocab:
                 found = [i for i, t in enumerate(texts) if t in names]
                 if found:
                     eog.add(found[0])
+        specials = {}
         pieces = []
         for i, (text, ttype) in enumerate(zip(texts, types)):
+            if ttype in (_CONTROL, _USER_DEFINED) or text in _EOG_TEXTS:
+                specials.setdefault(text, i)
             if text in _EOG_TEXTS:
                 eog.add(i)
                 ttype = _CONTROL if ttype == _NORMAL else ttype
@@ -138,7 +148,14 @@ class GrammarVocab:
                 pieces.append(_byte_token(text))
             else:
                 pieces.append(b"")
-        return cls(pieces, frozenset(eog))
+
+        def tokenize(text: str) -> list[int]:
+            # with parse_special, the exact text of a special token is that one token
+            if text in specials:
+                return [specials[text]]
+            raise TokenizerNeeded(f"the grammar token {text!r} needs bankml.tokenizer to be resolved")
+
+        return cls(pieces, frozenset(eog), tokenize)
 
     @classmethod
     def from_gguf_file(cls, path) -> "GrammarVocab":
