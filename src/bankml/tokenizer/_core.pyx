@@ -19,7 +19,7 @@ the pieces) is done in Python by bankml.tokenizer.vocab and handed over here.
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
-from libc.string cimport memcpy, memcmp
+from libc.string cimport memcpy, memcmp, memchr
 
 import array
 
@@ -259,31 +259,47 @@ cdef class Core:
     cdef object _keep_attrs
 
     cdef _init_bpe(self, list merges):
-        # merge parts become strings too, so that a pair of symbols is looked up by two string ids
-        cdef Py_ssize_t i, n = len(merges), k
-        cdef bytes m, left, right
+        # merge parts become strings too, so that a pair of symbols is looked up by two string ids; a merge is
+        # "left right" split at its first space after the first byte (llama.cpp keeps ("", "") when there is
+        # none, which no symbol can match)
+        cdef Py_ssize_t i, n = len(merges), k, length
+        cdef bytes m
+        cdef const uint8_t *p
+        cdef const uint8_t *sp
         cdef int32_t a, b, r
-        cdef list parts = []
+        cdef int64_t[::1] part_a = np.full(n, -1, dtype=np.int64)
+        cdef int64_t[::1] part_b = np.full(n, -1, dtype=np.int64)
+        cdef ByteBuf joined
+        joined.data = NULL
+        joined.n = joined.cap = 0
         for i in range(n):
             m = merges[i]
-            k = m.find(b" ", 1)
-            if k < 0:
-                parts.append(None)      # llama.cpp keeps ("", ""), which no symbol can ever match
+            p = <const uint8_t *>m
+            length = len(m)
+            sp = <const uint8_t *>memchr(p + 1, 32, length - 1) if length > 1 else NULL
+            if sp == NULL:
                 continue
-            left = m[:k]
-            right = m[k + 1:]
-            if not left or not right:
-                parts.append(None)
+            k = sp - p
+            if k + 1 >= length:
                 continue
-            a = self.strings.add(<const uint8_t *>left, len(left))
-            b = self.strings.add(<const uint8_t *>right, len(right))
-            parts.append((a, b, left + right))
-        for i in range(n):
-            if parts[i] is None:
-                continue
-            a, b, m = parts[i]
-            r = self.strings.find(<const uint8_t *>m, len(m))
-            self.pairs.put_new((<uint64_t>a << 32) | <uint64_t>b, i | ((<int64_t>r + 1) << 32))
+            part_a[i] = self.strings.add(p, k)
+            part_b[i] = self.strings.add(p + k + 1, length - k - 1)
+        try:
+            for i in range(n):
+                if part_a[i] < 0:
+                    continue
+                m = merges[i]
+                p = <const uint8_t *>m
+                length = len(m)
+                k = (<const uint8_t *>memchr(p + 1, 32, length - 1)) - p
+                if bytes_reserve(&joined, length) < 0:
+                    raise MemoryError()
+                memcpy(joined.data, p, k)
+                memcpy(joined.data + k, p + k + 1, length - k - 1)
+                r = self.strings.find(joined.data, length - 1)
+                self.pairs.put_new((<uint64_t>part_a[i] << 32) | <uint64_t>part_b[i], i | ((<int64_t>r + 1) << 32))
+        finally:
+            bytes_free(&joined)
         gpt2 = gpt2_byte_chars()
         cdef bytes ch, one
         for i in range(256):
@@ -913,6 +929,47 @@ cdef _raise_for(int rc):
     raise RuntimeError(f"tokenizer error {rc}")
 
 
+def decode_gpt2(bytes text):
+    """llama_decode_text: each codepoint of a byte-level BPE token text back to the byte it stands for; a
+    codepoint outside the GPT-2 table becomes "[UNK_BYTE_0x" + its UTF-8 in hex + the whole text + "]".
+    Returns None when the text holds a codepoint above U+10FFFF (llama.cpp throws while loading)."""
+    cdef Py_ssize_t n = len(text), nc, i
+    cdef const uint8_t *p = <const uint8_t *>text
+    cdef uint32_t *cpts = <uint32_t *>malloc((n + 1) * sizeof(uint32_t))
+    cdef uint32_t c
+    cdef int b, k
+    cdef uint8_t u[4]
+    if cpts == NULL:
+        raise MemoryError()
+    out = bytearray()
+    try:
+        nc = decode_utf8(p, n, cpts)
+        for i in range(nc):
+            c = cpts[i]
+            b = _GPT2_BYTE[c] if c < 324 else -1
+            if b >= 0:
+                out.append(b)
+                continue
+            k = encode_cpt(c, u)
+            if k < 0:
+                return None
+            out += b"[UNK_BYTE_0x" + (<bytes>u[:k]).hex().encode() + text + b"]"
+        return bytes(out)
+    finally:
+        free(cpts)
+
+
+cdef int _GPT2_BYTE[324]
+
+
+def _init_gpt2_table():
+    cdef int i
+    for i in range(324):
+        _GPT2_BYTE[i] = -1
+    for i, ch in enumerate(gpt2_byte_chars()):
+        _GPT2_BYTE[ord(ch)] = i
+
+
 def gpt2_byte_chars():
     """The GPT-2 byte-to-character table: printable Latin-1 bytes are themselves, the others are U+0100 on."""
     chars = [""] * 256
@@ -925,3 +982,6 @@ def gpt2_byte_chars():
             chars[b] = chr(256 + n)
             n += 1
     return chars
+
+
+_init_gpt2_table()

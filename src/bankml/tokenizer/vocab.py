@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import TokenizerError, UnsupportedTokenizer
 from ..gguf import GGUFHeader, ValueType
 from . import _cxx, _pretok, _unicode
-from ._core import gpt2_byte_chars
+from ._core import decode_gpt2
 
 NULL = -1
 
@@ -452,37 +452,11 @@ def _eog_set(v: Vocab, to_id: dict[bytes, int]) -> set[int]:
     return eog
 
 
-_GPT2_BYTE = {c: b for b, c in enumerate(gpt2_byte_chars())}
-
-
-def _strtol_hex2(s: bytes) -> int:
-    # (char) strtol(s, NULL, 16) for the two characters after "<0x" (a "0x" prefix cannot fit in two)
-    i, neg = 0, False
-    while i < len(s) and s[i] in b" \t\n\v\f\r":
-        i += 1
-    if i < len(s) and s[i] in b"+-":
-        neg = s[i] == ord("-")
-        i += 1
-    val = 0
-    while i < len(s) and s[i] in b"0123456789abcdefABCDEF":
-        val = val * 16 + int(chr(s[i]), 16)
-        i += 1
-    return (-val if neg else val) & 0xFF
-
-
 def _decode_gpt2_text(text: bytes) -> bytes:
-    # llama_decode_text: each codepoint of the token text back to the byte it stands for
-    out = bytearray()
-    for cpt in _unicode.codepoints(text):
-        if cpt > 0x10FFFF:
-            raise TokenizerError(f"token text {text!r} holds an invalid codepoint")
-        b = _GPT2_BYTE.get(chr(cpt)) if not 0xD800 <= cpt <= 0xDFFF else None
-        if b is not None:
-            out.append(b)
-        else:
-            utf8 = chr(cpt).encode("utf-8", "surrogatepass")
-            out += b"[UNK_BYTE_0x" + utf8.hex().encode() + text + b"]"
-    return bytes(out)
+    out = decode_gpt2(text)
+    if out is None:
+        raise TokenizerError(f"token text {text!r} holds an invalid codepoint")
+    return out
 
 
 _SPACE_MARK = "\u2581".encode()
