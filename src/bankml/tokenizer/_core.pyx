@@ -25,6 +25,8 @@ import array
 
 import numpy as np
 
+from bankml.errors import TokenizerError
+
 from bankml.tokenizer._buf cimport (I32Buf, I64Buf, ByteBuf, i32_push, i32_reserve, i32_free, i64_push,
                                     i64_free, bytes_reserve, bytes_free)
 from bankml.tokenizer._pretok cimport split_step
@@ -918,14 +920,15 @@ cdef _raise_for(int rc):
     if rc == ERR_MEMORY:
         raise MemoryError()
     if rc == ERR_CODEPOINT:
-        raise ValueError("invalid codepoint: the text decodes to a codepoint above U+10FFFF "
-                         "(llama.cpp throws 'invalid codepoint')")
+        raise TokenizerError("invalid codepoint: the text decodes (llama.cpp's way) to a codepoint above "
+                             "U+10FFFF, on which llama.cpp's BPE pre-tokenizer throws")
     if rc == ERR_NO_BOS:
-        raise ValueError("the vocabulary asks for a BOS token but has none")
+        raise TokenizerError("the vocabulary asks for a BOS token (add_bos) but has none")
     if rc == ERR_NO_EOS:
-        raise ValueError("the vocabulary asks for an EOS token but has none")
+        raise TokenizerError("the vocabulary asks for an EOS token (add_eos) but has none")
     if rc == ERR_NO_BYTE_TOKEN:
-        raise ValueError("a byte has no <0xXX> token in this SentencePiece vocabulary")
+        raise TokenizerError("a byte has no <0xXX> token in this SentencePiece vocabulary "
+                             "(llama.cpp's byte_to_token throws)")
     raise RuntimeError(f"tokenizer error {rc}")
 
 

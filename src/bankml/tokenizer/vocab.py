@@ -452,6 +452,21 @@ def _eog_set(v: Vocab, to_id: dict[bytes, int]) -> set[int]:
     return eog
 
 
+def _strtol_hex2(s: bytes) -> int:
+    # (char) strtol(s, NULL, 16) for the two characters after "<0x" (a "0x" prefix cannot fit in two)
+    i, neg = 0, False
+    while i < len(s) and s[i] in b" \t\n\v\f\r":
+        i += 1
+    if i < len(s) and s[i] in b"+-":
+        neg = s[i] == ord("-")
+        i += 1
+    val = 0
+    while i < len(s) and s[i] in b"0123456789abcdefABCDEF":
+        val = val * 16 + int(chr(s[i]), 16)
+        i += 1
+    return (-val if neg else val) & 0xFF
+
+
 def _decode_gpt2_text(text: bytes) -> bytes:
     out = decode_gpt2(text)
     if out is None:
