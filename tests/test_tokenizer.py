@@ -145,6 +145,21 @@ def test_llama_server(served_vocab):
     assert len(pairs) == 5 * len(rec["server"]) > 0
 
 
+@pytest.mark.slow
+@pytest.mark.oracle
+def test_partition_by_search_gives_the_same_tokens(served_vocab):
+    # past a number of special-token occurrences, the partition searches token by token instead of keeping
+    # every occurrence; forced from the first occurrence, it must still give llama-server's tokens
+    name, rec, tok = served_vocab
+    tok._core.occurrence_limit = 0
+    try:
+        for r in rec["server"]:
+            assert tok.tokenize(r["t"]) == r["ids"]
+            assert tok.tokenize(r["t"], parse_special=False) == r.get("nosp", r["ids"])
+    finally:
+        tok._core.occurrence_limit = -1
+
+
 # ---- libstdc++ orders (testing/cxx_probe.cpp) ----
 
 CXX = json.loads((RECORDS / "cxx.json").read_text())
@@ -389,6 +404,19 @@ def test_attributes_of_named_tokens():
     assert tok.token_attr(end_id) == ATTR_NORMAL | ATTR_CONTROL
     assert tok.eot_id == end_id and tok.is_eog(end_id)
     assert end != [end_id]
+
+
+def test_many_special_occurrences():
+    # a long run that every newline token matches at every position: the partition does not keep them all
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["\n" * k for k in range(1, 32)]
+    types = np.array([2, 3, 3] + [6] * 256 + [4] * 31, dtype=np.int32)
+    tok = Tokenizer.from_gguf(header({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+                                      "tokenizer.ggml.token_type": types, "tokenizer.ggml.add_space_prefix": False}))
+    n = 200_000
+    ids = tok.tokenize("\n" * n)
+    assert ids == [tokens.index("\n" * 31)] * (n // 31) + [tokens.index("\n" * (n % 31))]
+    tok._core.occurrence_limit = 0
+    assert tok.tokenize("\n" * n) == ids
 
 
 def test_concurrent_tokenize_matches_sequential():

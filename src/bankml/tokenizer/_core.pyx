@@ -18,7 +18,7 @@ the pieces) is done in Python by bankml.tokenizer.vocab and handed over here.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
-from libc.stdlib cimport malloc, realloc, free, qsort
+from libc.stdlib cimport malloc, calloc, realloc, free, qsort
 from libc.string cimport memcpy, memcmp, memchr
 
 import array
@@ -55,6 +55,10 @@ cdef enum:
     ERR_NO_BYTE_TOKEN = -5
 
 KIND = {"bpe": KIND_BPE, "spm": KIND_SPM}
+
+
+cdef extern from "string.h" nogil:
+    const void *memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen)
 
 
 cdef struct Frag:
@@ -206,6 +210,9 @@ cdef class Core:
     # pieces (special = true), as llama.cpp caches them
     cdef bytes piece_blob
     cdef const uint8_t *pblob          # into piece_blob
+    # how many special-token occurrences _partition keeps before it searches token by token instead
+    # (-1: 4 per byte of text + 65536); settable for tests
+    cdef public Py_ssize_t occurrence_limit
     cdef const int64_t[::1] piece_offs
 
     def __init__(self, *, str kind, list texts, scores, list merges, list steps, bint ignore_merges):
@@ -216,6 +223,7 @@ cdef class Core:
         cdef bytes t
         self.kind = KIND[kind]
         self.n_vocab = n
+        self.occurrence_limit = -1
         sc = np.ascontiguousarray(scores, dtype=np.float32)
         if sc.shape[0] != n:
             raise ValueError("scores must have one entry per token")
@@ -497,16 +505,19 @@ cdef class Core:
         return rc
 
     cdef int _partition(self, const uint8_t *s, Py_ssize_t n, bint parse_special, FragBuf *frags) noexcept nogil:
-        # every occurrence of every special token (that parse_special allows), found with the trie
-        cdef I64Buf occ                       # rank << 40 | position
-        cdef Py_ssize_t p, q, g, g_end, j, k
+        # Every occurrence of every special token that parse_special allows is found with the trie (rank << 40 |
+        # position), sorted by rank then position; the tokens are then applied in rank order. When a text holds
+        # too many occurrences to keep (a long run of newlines matches every newline token at every position),
+        # only which tokens occur is kept, and each of them is searched for again in the fragments (memmem).
+        cdef I64Buf occ
+        cdef Py_ssize_t p, q, g, g_end, n_special = self.special_order.shape[0]
+        cdef Py_ssize_t limit = 4 * n + 65536 if self.occurrence_limit < 0 else self.occurrence_limit
         cdef int64_t child, node
         cdef int32_t tok
         cdef int rc = 0
         cdef FragBuf cur, nxt, tmp
-        cdef int64_t pos, end, length, m, left, ro, rl
         cdef uint64_t rank
-        cdef bint lstrip, rstrip
+        cdef uint8_t *seen = NULL
         occ.data = NULL
         occ.n = occ.cap = 0
         cur.data = NULL
@@ -525,68 +536,52 @@ cdef class Core:
                 node = child
                 q += 1
                 tok = self.node_tok[node]
-                if tok >= 0 and (parse_special or not (self.attrs[tok] & (ATTR_CONTROL | ATTR_UNKNOWN))):
+                if tok < 0 or not (parse_special or not (self.attrs[tok] & (ATTR_CONTROL | ATTR_UNKNOWN))):
+                    continue
+                if seen != NULL:
+                    seen[self.special_rank[tok]] = 1
+                elif occ.n < limit:
                     if i64_push(&occ, (<int64_t>self.special_rank[tok] << 40) | p) < 0:
                         rc = ERR_MEMORY
                         break
+                else:
+                    seen = <uint8_t *>calloc(n_special, 1)
+                    if seen == NULL:
+                        rc = ERR_MEMORY
+                        break
+                    for g in range(occ.n):
+                        seen[<uint64_t>occ.data[g] >> 40] = 1
+                    seen[self.special_rank[tok]] = 1
+                    i64_free(&occ)
             if rc:
                 break
         if rc == 0:
             rc = frag_push(&cur, 0, n, -1)
-        if rc == 0 and occ.n:
+        if rc == 0 and seen != NULL:
+            for g in range(n_special):
+                if rc:
+                    break
+                if seen[g]:
+                    nxt.n = 0
+                    rc = self._apply_special(s, self.special_order[g], &cur, &nxt, NULL, 0)
+                    tmp = cur
+                    cur = nxt
+                    nxt = tmp
+        elif rc == 0 and occ.n:
             qsort(occ.data, occ.n, sizeof(int64_t), cmp_u64)
             g = 0
             while g < occ.n and rc == 0:
-                # one special token: its occurrences are occ[g:g_end], by position
                 rank = <uint64_t>occ.data[g] >> 40
                 g_end = g
                 while g_end < occ.n and (<uint64_t>occ.data[g_end] >> 40) == rank:
                     g_end += 1
-                tok = self.special_order[rank]
-                length = self.piece_len_text(tok)
-                lstrip = (self.attrs[tok] & ATTR_LSTRIP) != 0
-                rstrip = (self.attrs[tok] & ATTR_RSTRIP) != 0
                 nxt.n = 0
-                j = g
-                for k in range(cur.n):
-                    if rc:
-                        break
-                    if cur.data[k].tok >= 0:
-                        rc = frag_push(&nxt, cur.data[k].off, cur.data[k].len, cur.data[k].tok)
-                        continue
-                    pos = cur.data[k].off
-                    end = pos + cur.data[k].len
-                    while rc == 0:
-                        while j < g_end and (occ.data[j] & 0xFFFFFFFFFFLL) < pos:
-                            j += 1
-                        if j == g_end or (occ.data[j] & 0xFFFFFFFFFFLL) + length > end:
-                            rc = frag_push(&nxt, pos, end - pos, -1)
-                            break
-                        m = occ.data[j] & 0xFFFFFFFFFFLL
-                        if m > pos:
-                            left = m - pos
-                            if lstrip:
-                                while left > 0 and c_isspace(s[pos + left - 1]):
-                                    left -= 1
-                            if left > 0:
-                                rc = frag_push(&nxt, pos, left, -1)
-                        if rc == 0:
-                            rc = frag_push(&nxt, 0, 0, tok)
-                        if m + length < end:
-                            ro = m + length
-                            rl = end - ro
-                            if rstrip:
-                                while rl > 0 and c_isspace(s[ro]):
-                                    ro += 1
-                                    rl -= 1
-                            if rl > 0:
-                                pos = ro
-                                continue
-                        break
+                rc = self._apply_special(s, self.special_order[rank], &cur, &nxt, occ.data + g, g_end - g)
                 tmp = cur
                 cur = nxt
                 nxt = tmp
                 g = g_end
+        free(seen)
         i64_free(&occ)
         free(nxt.data)
         if rc:
@@ -595,10 +590,59 @@ cdef class Core:
         frags[0] = cur
         return 0
 
-    cdef inline int64_t piece_len_text(self, int32_t tok) noexcept nogil:
-        cdef Py_ssize_t n
-        self.strings.text(tok, &n)
-        return n
+    cdef int _apply_special(self, const uint8_t *s, int32_t tok, FragBuf *cur, FragBuf *nxt, const int64_t *occ,
+                            Py_ssize_t n_occ) noexcept nogil:
+        # tokenizer_st_partition for one special token: each raw fragment of `cur` is cut at the token's leftmost
+        # occurrences that lie inside it, one after the other; the result goes to `nxt`. The occurrences are
+        # occ[0:n_occ] (rank << 40 | position, by position), or, with occ NULL, searched for with memmem.
+        cdef Py_ssize_t j = 0, k, length
+        cdef const uint8_t *text = self.strings.text(tok, &length)
+        cdef bint lstrip = (self.attrs[tok] & ATTR_LSTRIP) != 0, rstrip = (self.attrs[tok] & ATTR_RSTRIP) != 0
+        cdef int64_t pos, end, m, left, ro, rl
+        cdef const void *hit
+        cdef int rc = 0
+        for k in range(cur.n):
+            if rc:
+                break
+            if cur.data[k].tok >= 0:
+                rc = frag_push(nxt, cur.data[k].off, cur.data[k].len, cur.data[k].tok)
+                continue
+            pos = cur.data[k].off
+            end = pos + cur.data[k].len
+            while rc == 0:
+                if occ != NULL:
+                    while j < n_occ and (occ[j] & 0xFFFFFFFFFFLL) < pos:
+                        j += 1
+                    m = (occ[j] & 0xFFFFFFFFFFLL) if j < n_occ else -1
+                    if m >= 0 and m + length > end:
+                        m = -1
+                else:
+                    hit = memmem(s + pos, end - pos, text, length)
+                    m = (<const uint8_t *>hit - s) if hit != NULL else -1
+                if m < 0:
+                    rc = frag_push(nxt, pos, end - pos, -1)
+                    break
+                if m > pos:
+                    left = m - pos
+                    if lstrip:
+                        while left > 0 and c_isspace(s[pos + left - 1]):
+                            left -= 1
+                    if left > 0:
+                        rc = frag_push(nxt, pos, left, -1)
+                if rc == 0:
+                    rc = frag_push(nxt, 0, 0, tok)
+                if m + length < end:
+                    ro = m + length
+                    rl = end - ro
+                    if rstrip:
+                        while rl > 0 and c_isspace(s[ro]):
+                            ro += 1
+                            rl -= 1
+                    if rl > 0:
+                        pos = ro
+                        continue
+                break
+        return rc
 
     cdef int _bpe_fragment(self, const uint8_t *s, Py_ssize_t n, I32Buf *out) noexcept nogil:
         cdef uint32_t *cpts = <uint32_t *>malloc((n + 1) * sizeof(uint32_t))
