@@ -30,7 +30,7 @@ from bankml.errors import TokenizerError
 from bankml.tokenizer._buf cimport (I32Buf, I64Buf, ByteBuf, i32_push, i32_reserve, i32_free, i64_push,
                                     i64_free, bytes_reserve, bytes_free)
 from bankml.tokenizer._pretok cimport split_step
-from bankml.tokenizer._strtab cimport StrTable, U64Map
+from bankml.tokenizer._strtab cimport StrTable, U64Map, fnv1a
 from bankml.tokenizer._unicode cimport decode_utf8, encode_cpt, flags_table, utf8_len
 
 cdef enum:
@@ -89,6 +89,62 @@ cdef struct Heap:
     HeapItem *data
     Py_ssize_t n
     Py_ssize_t cap
+
+
+cdef struct WordCache:
+    # the tokens of the words already seen in one fragment (a word is a pure function of its bytes)
+    uint64_t *hashes       # per slot, 0 = empty
+    int64_t *key_off       # per slot: the word's bytes in `keys`
+    int64_t *tok_off       # per slot: its tokens in `toks`
+    int32_t *key_len
+    int32_t *tok_n
+    Py_ssize_t mask
+    Py_ssize_t n
+    ByteBuf keys
+    I32Buf toks
+
+cdef enum:
+    CACHE_MAX_WORD = 48     # longer words are rarely repeated
+
+
+cdef int cache_init(WordCache *c, Py_ssize_t text_len) noexcept nogil:
+    cdef Py_ssize_t slots = 64
+    while slots < text_len // 4 and slots < 65536:
+        slots <<= 1
+    c.hashes = <uint64_t *>calloc(slots, sizeof(uint64_t))
+    c.key_off = <int64_t *>malloc(slots * sizeof(int64_t))
+    c.tok_off = <int64_t *>malloc(slots * sizeof(int64_t))
+    c.key_len = <int32_t *>malloc(slots * sizeof(int32_t))
+    c.tok_n = <int32_t *>malloc(slots * sizeof(int32_t))
+    c.mask = slots - 1
+    c.n = 0
+    c.keys.data = NULL
+    c.keys.n = c.keys.cap = 0
+    c.toks.data = NULL
+    c.toks.n = c.toks.cap = 0
+    if c.hashes == NULL or c.key_off == NULL or c.tok_off == NULL or c.key_len == NULL or c.tok_n == NULL:
+        return -1
+    return 0
+
+
+cdef void cache_free(WordCache *c) noexcept nogil:
+    free(c.hashes)
+    free(c.key_off)
+    free(c.tok_off)
+    free(c.key_len)
+    free(c.tok_n)
+    bytes_free(&c.keys)
+    i32_free(&c.toks)
+
+
+cdef Py_ssize_t cache_find(WordCache *c, const uint8_t *w, Py_ssize_t n, uint64_t h) noexcept nogil:
+    # the slot holding word w, or the empty slot where it would go
+    cdef Py_ssize_t j = h & c.mask
+    while c.hashes[j]:
+        if c.hashes[j] == h and c.key_len[j] == n and memcmp(c.keys.data + c.key_off[j], w, n) == 0:
+            return j
+        j = (j + 1) & c.mask
+    return j
 
 
 cdef inline int frag_push(FragBuf *b, int64_t off, int64_t length, int32_t tok) noexcept nogil:
@@ -652,14 +708,18 @@ cdef class Core:
         cdef int rc = 0, k, step
         cdef Sym *syms = NULL
         cdef Heap heap
-        cdef Py_ssize_t syms_cap = 0
+        cdef Py_ssize_t syms_cap = 0, slot = 0, first
+        cdef uint64_t h = 0
+        cdef WordCache cache
         segs.data = segs2.data = NULL
         segs.n = segs.cap = segs2.n = segs2.cap = 0
         word.data = scratch.data = NULL
         word.n = word.cap = scratch.n = scratch.cap = 0
         heap.data = NULL
         heap.n = heap.cap = 0
-        if cpts == NULL:
+        if cache_init(&cache, n) < 0 or cpts == NULL:
+            free(cpts)
+            cache_free(&cache)
             return ERR_MEMORY
         nc = decode_utf8(s, n, cpts)
         if i64_push(&segs, nc) < 0:
@@ -691,6 +751,16 @@ cdef class Core:
             pos += segs.data[w]
             if rc:
                 break
+            if word.n <= CACHE_MAX_WORD:
+                h = fnv1a(word.data, word.n) | 1
+                slot = cache_find(&cache, word.data, word.n, h)
+                if cache.hashes[slot]:
+                    if i32_reserve(out, out.n + cache.tok_n[slot]) < 0:
+                        rc = ERR_MEMORY
+                        break
+                    memcpy(out.data + out.n, cache.toks.data + cache.tok_off[slot], cache.tok_n[slot] * sizeof(int32_t))
+                    out.n += cache.tok_n[slot]
+                    continue
             if word.n > syms_cap:
                 free(syms)
                 syms_cap = 2 * word.n
@@ -698,10 +768,28 @@ cdef class Core:
                 if syms == NULL:
                     rc = ERR_MEMORY
                     break
+            first = out.n
             rc = self._bpe_word(word.data, word.n, syms, &heap, &scratch, out)
+            if rc == 0 and word.n <= CACHE_MAX_WORD and 2 * (cache.n + 1) <= cache.mask + 1:
+                # remember the word's tokens
+                if (bytes_reserve(&cache.keys, cache.keys.n + word.n) < 0
+                        or i32_reserve(&cache.toks, cache.toks.n + (out.n - first)) < 0):
+                    rc = ERR_MEMORY
+                    break
+                memcpy(cache.keys.data + cache.keys.n, word.data, word.n)
+                memcpy(cache.toks.data + cache.toks.n, out.data + first, (out.n - first) * sizeof(int32_t))
+                cache.hashes[slot] = h
+                cache.key_off[slot] = cache.keys.n
+                cache.key_len[slot] = <int32_t>word.n
+                cache.tok_off[slot] = cache.toks.n
+                cache.tok_n[slot] = <int32_t>(out.n - first)
+                cache.keys.n += word.n
+                cache.toks.n += out.n - first
+                cache.n += 1
         free(cpts)
         free(syms)
         free(heap.data)
+        cache_free(&cache)
         i64_free(&segs)
         i64_free(&segs2)
         bytes_free(&word)
