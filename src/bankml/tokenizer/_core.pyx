@@ -445,6 +445,11 @@ cdef class Core:
     def n_tokens(self):
         return self.n_vocab
 
+    def text_id(self, bytes text):
+        """The token whose text is `text` (llama_vocab's text_to_token), or -1."""
+        cdef int32_t r = self.strings.find(<const uint8_t *>text, len(text))
+        return r if r < self.n_vocab else -1
+
     def token_text(self, Py_ssize_t tok):
         if not 0 <= tok < self.n_vocab:
             raise IndexError(tok)
@@ -1092,6 +1097,60 @@ def decode_gpt2(bytes text):
         return bytes(out)
     finally:
         free(cpts)
+
+
+def pieces_for_cache(list texts, const int32_t[::1] attrs, bint unescape_spaces):
+    """The piece of every token as llama.cpp caches it at load (token_to_piece with special = true):
+    control, user-defined and unknown tokens are their text; normal tokens their text with U+2581 made a space
+    (SPM, or BPE with escaped whitespace) or decoded from GPT-2 characters; byte tokens the byte strtol reads
+    in "<0xXX>"; anything else is empty. Raises ValueError(i) for a token llama.cpp cannot load."""
+    cdef Py_ssize_t i, n = len(texts)
+    cdef int32_t a
+    cdef bytes t
+    cdef list out = [b""] * n
+    for i in range(n):
+        a = attrs[i]
+        t = texts[i]
+        if a & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED):
+            out[i] = t
+        elif a & ATTR_NORMAL:
+            if unescape_spaces:
+                out[i] = t.replace(b"\xe2\x96\x81", b" ")
+            else:
+                p = decode_gpt2(t)
+                if p is None:
+                    raise ValueError(i)
+                out[i] = p
+        elif a & ATTR_BYTE:
+            if len(t) < 3:
+                raise ValueError(i)
+            out[i] = bytes([_strtol_hex2(t[3:5])])
+    return out
+
+
+cdef int _strtol_hex2(bytes s):
+    # (char) strtol(s, NULL, 16) on the two characters after "<0x" (a "0x" prefix cannot fit in two)
+    cdef Py_ssize_t i = 0, n = len(s)
+    cdef long val = 0
+    cdef bint neg = False
+    cdef unsigned char c
+    while i < n and s[i] in b" \t\n\v\f\r":
+        i += 1
+    if i < n and (s[i] == 43 or s[i] == 45):
+        neg = s[i] == 45
+        i += 1
+    while i < n:
+        c = s[i]
+        if 48 <= c <= 57:
+            val = val * 16 + (c - 48)
+        elif 65 <= c <= 70:
+            val = val * 16 + (c - 55)
+        elif 97 <= c <= 102:
+            val = val * 16 + (c - 87)
+        else:
+            break
+        i += 1
+    return (-val if neg else val) & 0xFF
 
 
 cdef int _GPT2_BYTE[324]

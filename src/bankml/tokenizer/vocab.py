@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import TokenizerError, UnsupportedTokenizer
 from ..gguf import GGUFHeader, ValueType
 from . import _cxx, _pretok, _unicode
-from ._core import decode_gpt2
+from ._core import pieces_for_cache
 
 NULL = -1
 
@@ -296,18 +296,10 @@ def load_vocab(header: GGUFHeader) -> Vocab:
     if toktypes is not None and len(toktypes) < n:
         raise TokenizerError(f"Index out of array bounds for toktypes ({len(toktypes)} < {n})")
 
-    texts: list[bytes] = []
-    for i, t in enumerate(tokens):
-        if t == "":
-            warnings.append(f"empty token at index {i}")
-            texts.append(f"[EMPTY_{i}]".encode())
-        else:
-            texts.append(_b(t))
-    to_id = {t: i for i, t in enumerate(texts)}
-    if len(to_id) != n:
-        seen: set[bytes] = set()
-        dup = next(t for t in texts if t in seen or seen.add(t))
-        raise TokenizerError(f"the vocabulary holds the text {dup!r} twice (llama.cpp aborts on this)")
+    texts = [t.encode("utf-8", "surrogateescape") for t in tokens]
+    for i in (i for i, t in enumerate(texts) if not t):
+        warnings.append(f"empty token at index {i}")
+        texts[i] = f"[EMPTY_{i}]".encode()
     if toktypes is None:
         attrs = np.full(n, ATTR_NORMAL, dtype=np.int32)
     else:
@@ -322,6 +314,15 @@ def load_vocab(header: GGUFHeader) -> Vocab:
               clean_spaces=flags["clean_spaces"], escape_whitespaces=flags["escape_whitespaces"],
               remove_extra_whitespaces=remove_extra_ws, eog_ids=[], special_order=[], pieces=[],
               steps=list(_STEPS[_FAMILY[pre_type]]) if kind == "bpe" else [], warnings=warnings)
+    try:
+        v.core = build_core(v)
+    except ValueError as e:
+        if "repeats the text" not in str(e):
+            raise
+        seen: set[bytes] = set()
+        dup = next(t for t in texts if t in seen or seen.add(t))
+        raise TokenizerError(f"the vocabulary holds the text {dup!r} twice (llama.cpp aborts on this)") from None
+    to_id = _TextIndex(v.core)
 
     # the newline token (llama.cpp works it out before reading the special ids, with no special tokens yet)
     ids["nl"] = _newline_id(v, to_id)
@@ -349,11 +350,36 @@ def load_vocab(header: GGUFHeader) -> Vocab:
     v.eog_ids = sorted(eog)
 
     # the special-token cache: control, user-defined and unknown tokens, longest text first (std::sort)
-    special = [i for i in range(n) if attrs[i] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)]
+    special = np.flatnonzero(attrs & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)).tolist()
     v.special_order = _cxx.std_sort(special, lambda i: len(texts[i]))
-    v.pieces = [_piece_for_cache(v, i) for i in range(n)]
+    try:
+        v.pieces = pieces_for_cache(texts, attrs, v.kind == "spm" or v.escape_whitespaces)
+    except ValueError as e:
+        tok = e.args[0]
+        raise TokenizerError(f"token {tok} ({texts[tok]!r}): llama.cpp cannot make its piece (an invalid "
+                             "codepoint, or a byte token shorter than '<0x')") from None
     _per_model_attrs(v, header, to_id)
     return v
+
+
+class _TextIndex:
+    """token_to_id for the few texts the loader looks up, over the compiled string table."""
+
+    def __init__(self, core):
+        self._core = core
+
+    def get(self, text: bytes, default=None):
+        t = self._core.text_id(text)
+        return default if t < 0 else t
+
+    def __contains__(self, text: bytes) -> bool:
+        return self._core.text_id(text) >= 0
+
+    def __getitem__(self, text: bytes) -> int:
+        t = self._core.text_id(text)
+        if t < 0:
+            raise KeyError(text)
+        return t
 
 
 def build_core(v: Vocab):
@@ -367,7 +393,7 @@ def _supported_pre_names() -> list[str]:
     return [name for name, (t, _) in _PRE.items() if t in _FAMILY]
 
 
-def _newline_id(v: Vocab, to_id: dict[bytes, int]) -> int:
+def _newline_id(v: Vocab, to_id: "_TextIndex") -> int:
     if v.kind == "spm":
         t = to_id.get(b"<0x0A>", to_id.get(b"\n"))
         if t is None:
@@ -375,7 +401,6 @@ def _newline_id(v: Vocab, to_id: dict[bytes, int]) -> int:
             return v.ids["pad"]
         return t
     # the BPE of "\n" with no special tokens yet, as at that point of llama.cpp's load
-    v.core = build_core(v)
     nl = v.core.tokenize(b"\n", False, False)
     if not nl:
         v.warnings.append("model vocab missing newline token, using special_pad_id instead")
@@ -390,7 +415,7 @@ def _set_control(v: Vocab, tok: int) -> None:
         v.attrs[tok] |= ATTR_CONTROL
 
 
-def _named_tokens(v: Vocab, to_id: dict[bytes, int]) -> None:
+def _named_tokens(v: Vocab, to_id: "_TextIndex") -> None:
     # end-of-turn, end-of-message and FIM tokens found by text when the GGUF does not name them; llama.cpp
     # keeps the first candidate in its token_to_id map's order
     found = {cat: [to_id[_b(t)] for t in _NAMED[cat] if _b(t) in to_id] for cat in _NAMED_ORDER}
@@ -410,13 +435,13 @@ def _named_tokens(v: Vocab, to_id: dict[bytes, int]) -> None:
 
 
 def _unused_tokens(v: Vocab) -> None:
-    for i, t in enumerate(v.texts):
+    for i in np.flatnonzero((v.attrs & ATTR_CONTROL) & ~(v.attrs & ATTR_UNUSED)).tolist():
         # strstr on the C string: the text up to its first NUL
-        if v.attrs[i] & ATTR_CONTROL and not v.attrs[i] & ATTR_UNUSED and b"unused" in t.split(b"\0", 1)[0]:
+        if b"unused" in v.texts[i].split(b"\0", 1)[0]:
             v.attrs[i] |= ATTR_UNUSED
 
 
-def _eog_set(v: Vocab, to_id: dict[bytes, int]) -> set[int]:
+def _eog_set(v: Vocab, to_id: "_TextIndex") -> set[int]:
     ids = v.ids
     eog: set[int] = set()
     for cat in ("fim_pad", "fim_rep", "fim_sep"):
@@ -452,48 +477,7 @@ def _eog_set(v: Vocab, to_id: dict[bytes, int]) -> set[int]:
     return eog
 
 
-def _strtol_hex2(s: bytes) -> int:
-    # (char) strtol(s, NULL, 16) for the two characters after "<0x" (a "0x" prefix cannot fit in two)
-    i, neg = 0, False
-    while i < len(s) and s[i] in b" \t\n\v\f\r":
-        i += 1
-    if i < len(s) and s[i] in b"+-":
-        neg = s[i] == ord("-")
-        i += 1
-    val = 0
-    while i < len(s) and s[i] in b"0123456789abcdefABCDEF":
-        val = val * 16 + int(chr(s[i]), 16)
-        i += 1
-    return (-val if neg else val) & 0xFF
-
-
-def _decode_gpt2_text(text: bytes) -> bytes:
-    out = decode_gpt2(text)
-    if out is None:
-        raise TokenizerError(f"token text {text!r} holds an invalid codepoint")
-    return out
-
-
-_SPACE_MARK = "\u2581".encode()
-
-
-def _piece_for_cache(v: Vocab, tok: int) -> bytes:
-    attr = int(v.attrs[tok])
-    text = v.texts[tok]
-    if attr & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED):
-        return text
-    if attr & ATTR_NORMAL:
-        if v.kind == "spm" or v.escape_whitespaces:
-            return text.replace(_SPACE_MARK, b" ")
-        return _decode_gpt2_text(text)
-    if attr & ATTR_BYTE:
-        if len(text) < 3:
-            raise TokenizerError(f"byte token {tok} has the text {text!r} (llama.cpp's substr(3, 2) throws)")
-        return bytes([_strtol_hex2(text[3:5])])
-    return b""
-
-
-def _per_model_attrs(v: Vocab, header: GGUFHeader, to_id: dict[bytes, int]) -> None:
+def _per_model_attrs(v: Vocab, header: GGUFHeader, to_id: "_TextIndex") -> None:
     name = _key(header, "general.name", ValueType.STRING, "")
     arch = _key(header, "general.architecture", ValueType.STRING, "")
     name_l = _b(name).lower()
