@@ -39,7 +39,7 @@ from tokenizer_oracle import cxx_keys, cxx_lengths, enc_bytes, pieces_sha  # noq
 OUT = REPO / "tests" / "oracle" / "tokenizer"
 SDIST_MODELS = "llama.cpp/models/"
 
-# name -> (where the GGUF comes from, corpus size: None = all)
+# name -> (where the GGUF comes from, corpus size: None = all, "special": the texts with special-token text)
 VOCABS = {
     "smollm2": ("model:smollm2", None),
     "gemma3": ("model:gemma3", None),
@@ -56,6 +56,14 @@ VOCABS = {
     "gpt-neox": ("sdist:ggml-vocab-gpt-neox.gguf", 600),
     "aquila": ("sdist:ggml-vocab-aquila.gguf", 400),
     "baichuan": ("sdist:ggml-vocab-baichuan.gguf", 400),
+    # SmolLM2's vocabulary under other pre-tokenizers and names (tests/tokenizer_oracle.py: SYNTHETIC)
+    "smollm2-default": ("synthetic:smollm2-default", "special"),
+    "smollm2-gpt2": ("synthetic:smollm2-gpt2", "special"),
+    "smollm2-qwen2": ("synthetic:smollm2-qwen2", "special"),
+    "smollm2-llama3": ("synthetic:smollm2-llama3", "special"),
+    "smollm2-lstrip": ("synthetic:smollm2-lstrip", "special"),
+    "smollm2-rstrip": ("synthetic:smollm2-rstrip", "special"),
+    "smollm2-named": ("synthetic:smollm2-named", "special"),
 }
 FULL_PIECES = 300      # records whose with_pieces answer is kept in full (the rest: sha256)
 DETOK_RECORDS = 800    # records with llama_detokenize in the four flag combinations
@@ -72,6 +80,13 @@ def sdist_file(name: str) -> Path:
 
 def gguf_path(source: str) -> Path:
     kind, name = source.split(":", 1)
+    if kind == "synthetic":
+        from bankml.gguf import read_header_file
+        from tokenizer_oracle import synthetic_gguf
+        p = ORACLE_DIR / "synthetic" / f"{name}.gguf"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(synthetic_gguf(read_header_file(model_path("smollm2")), name))
+        return p
     return model_path(name) if kind == "model" else sdist_file(name)
 
 
@@ -336,7 +351,9 @@ def record_vocab(name: str, use_server: bool) -> dict:
     source, limit = VOCABS[name]
     path = gguf_path(source)
     texts = corpus()
-    if limit is not None:
+    if limit == "special":          # texts with special-token text (or brackets), and the first 150
+        texts = texts[:150] + [t for t in texts[150:] if "<" in t or "[" in t]
+    elif limit is not None:
         texts = texts[:limit // 2] + texts[-(limit - limit // 2):]
     raw = [t.encode("utf-8") for t in texts] + byte_corpus()
     lib = Lib(path)
