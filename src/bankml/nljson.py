@@ -313,6 +313,16 @@ def _parse_slow(data: bytes):
     def string_value() -> str:
         return bytes(lx.buf).decode("utf-8")
 
+    def object_key() -> str:
+        # the current token is an object's key; then ':' and the value's first token
+        if last[0] != T_STRING:
+            fail(T_STRING, "object key")
+        key = string_value()
+        if next_token() != T_NAME_SEP:
+            fail(T_NAME_SEP, "object separator")
+        next_token()
+        return key
+
     # containers under construction: (container, pending key) pairs
     stack: list = []
     result = None
@@ -339,14 +349,9 @@ def _parse_slow(data: bytes):
                 if next_token() == T_END_OBJECT:
                     put(obj)
                 else:
-                    if last[0] != T_STRING:
-                        fail(T_STRING, "object key")
-                    key = string_value()
-                    if next_token() != T_NAME_SEP:
-                        fail(T_NAME_SEP, "object separator")
+                    key = object_key()
                     put(obj)
                     stack.append([obj, key])
-                    next_token()
                     continue
             elif t == T_BEGIN_ARRAY:
                 arr: list = []
@@ -393,12 +398,8 @@ def _parse_slow(data: bytes):
                 continue
             fail(T_END_ARRAY, "array")
         if next_token() == T_VALUE_SEP:
-            if next_token() != T_STRING:
-                fail(T_STRING, "object key")
-            top[1] = string_value()
-            if next_token() != T_NAME_SEP:
-                fail(T_NAME_SEP, "object separator")
             next_token()
+            top[1] = object_key()
             continue
         if last[0] == T_END_OBJECT:
             stack.pop()

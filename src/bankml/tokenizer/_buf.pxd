@@ -20,19 +20,23 @@ cdef struct ByteBuf:
     Py_ssize_t cap
 
 
-cdef inline int i32_reserve(I32Buf *b, Py_ssize_t need) noexcept nogil:
-    cdef Py_ssize_t cap = b.cap if b.cap else 16
+cdef inline int grow(void **data, Py_ssize_t *cap, Py_ssize_t need, size_t elem, Py_ssize_t first) noexcept nogil:
+    # make room for `need` elements of `elem` bytes (capacity doubles from `first`); -1 when out of memory
+    cdef Py_ssize_t c = cap[0] if cap[0] else first
     cdef void *p
-    if need <= b.cap:
+    if need <= cap[0]:
         return 0
-    while cap < need:
-        cap *= 2
-    p = realloc(b.data, cap * sizeof(int32_t))
+    while c < need:
+        c *= 2
+    p = realloc(data[0], c * elem)
     if p == NULL:
         return -1
-    b.data = <int32_t *>p
-    b.cap = cap
+    data[0] = p
+    cap[0] = c
     return 0
+
+cdef inline int i32_reserve(I32Buf *b, Py_ssize_t need) noexcept nogil:
+    return grow(<void **>&b.data, &b.cap, need, sizeof(int32_t), 16)
 
 cdef inline int i32_push(I32Buf *b, int32_t v) noexcept nogil:
     if b.n == b.cap and i32_reserve(b, b.n + 1) < 0:
@@ -42,18 +46,7 @@ cdef inline int i32_push(I32Buf *b, int32_t v) noexcept nogil:
     return 0
 
 cdef inline int i64_reserve(I64Buf *b, Py_ssize_t need) noexcept nogil:
-    cdef Py_ssize_t cap = b.cap if b.cap else 16
-    cdef void *p
-    if need <= b.cap:
-        return 0
-    while cap < need:
-        cap *= 2
-    p = realloc(b.data, cap * sizeof(int64_t))
-    if p == NULL:
-        return -1
-    b.data = <int64_t *>p
-    b.cap = cap
-    return 0
+    return grow(<void **>&b.data, &b.cap, need, sizeof(int64_t), 16)
 
 cdef inline int i64_push(I64Buf *b, int64_t v) noexcept nogil:
     if b.n == b.cap and i64_reserve(b, b.n + 1) < 0:
@@ -63,18 +56,7 @@ cdef inline int i64_push(I64Buf *b, int64_t v) noexcept nogil:
     return 0
 
 cdef inline int bytes_reserve(ByteBuf *b, Py_ssize_t need) noexcept nogil:
-    cdef Py_ssize_t cap = b.cap if b.cap else 64
-    cdef void *p
-    if need <= b.cap:
-        return 0
-    while cap < need:
-        cap *= 2
-    p = realloc(b.data, cap)
-    if p == NULL:
-        return -1
-    b.data = <uint8_t *>p
-    b.cap = cap
-    return 0
+    return grow(<void **>&b.data, &b.cap, need, 1, 64)
 
 cdef inline void i32_free(I32Buf *b) noexcept nogil:
     free(b.data)

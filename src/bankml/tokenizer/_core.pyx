@@ -27,7 +27,7 @@ import numpy as np
 
 from bankml.errors import TokenizerError
 
-from bankml.tokenizer._buf cimport (I32Buf, I64Buf, ByteBuf, i32_push, i32_reserve, i32_free, i64_push,
+from bankml.tokenizer._buf cimport (I32Buf, I64Buf, ByteBuf, grow, i32_push, i32_reserve, i32_free, i64_push,
                                     i64_free, bytes_reserve, bytes_free)
 from bankml.tokenizer._pretok cimport split_step
 from bankml.tokenizer._strtab cimport StrTable, U64Map, fnv1a
@@ -148,15 +148,8 @@ cdef Py_ssize_t cache_find(WordCache *c, const uint8_t *w, Py_ssize_t n, uint64_
 
 
 cdef inline int frag_push(FragBuf *b, int64_t off, int64_t length, int32_t tok) noexcept nogil:
-    cdef void *p
-    cdef Py_ssize_t cap
-    if b.n == b.cap:
-        cap = b.cap * 2 if b.cap else 16
-        p = realloc(b.data, cap * sizeof(Frag))
-        if p == NULL:
-            return -1
-        b.data = <Frag *>p
-        b.cap = cap
+    if b.n == b.cap and grow(<void **>&b.data, &b.cap, b.n + 1, sizeof(Frag), 16) < 0:
+        return -1
     b.data[b.n].off = off
     b.data[b.n].len = length
     b.data[b.n].tok = tok
@@ -166,16 +159,10 @@ cdef inline int frag_push(FragBuf *b, int64_t off, int64_t length, int32_t tok) 
 
 cdef inline int heap_push(Heap *h, uint64_t key, int32_t left, int32_t right, int64_t size,
                           int32_t sid) noexcept nogil:
-    cdef void *p
-    cdef Py_ssize_t i, parent, cap
+    cdef Py_ssize_t i, parent
     cdef HeapItem item
-    if h.n == h.cap:
-        cap = h.cap * 2 if h.cap else 64
-        p = realloc(h.data, cap * sizeof(HeapItem))
-        if p == NULL:
-            return -1
-        h.data = <HeapItem *>p
-        h.cap = cap
+    if h.n == h.cap and grow(<void **>&h.data, &h.cap, h.n + 1, sizeof(HeapItem), 64) < 0:
+        return -1
     item.key = key
     item.left = left
     item.right = right

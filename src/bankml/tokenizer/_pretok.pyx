@@ -191,19 +191,19 @@ cdef inline bint _collapsed_punct(const uint16_t *table, uint32_t c) noexcept no
     return not (f & F_WHITESPACE) and (f & F_CATEGORIES) == F_PUNCT
 
 
+cdef inline bint _in_class(const uint16_t *table, int which, uint32_t c) noexcept nogil:
+    return _collapsed_number(table, c) if which == 0 else _collapsed_punct(table, c)
+
+
 cdef void _class_split(Seg *s, int which, bint runs) noexcept nogil:
     # matches of a one-codepoint class (each alone, or maximal runs) and the stretches between them
     cdef Py_ssize_t pos = s.ini
-    cdef bint m
     while pos < s.end:
-        m = (_collapsed_number(s.table, s.cpts[pos]) if which == 0 else _collapsed_punct(s.table, s.cpts[pos]))
-        if m:
+        if _in_class(s.table, which, s.cpts[pos]):
             _cut(s, pos)
             pos += 1
-            if runs:
-                while pos < s.end and (_collapsed_number(s.table, s.cpts[pos]) if which == 0
-                                       else _collapsed_punct(s.table, s.cpts[pos])):
-                    pos += 1
+            while runs and pos < s.end and _in_class(s.table, which, s.cpts[pos]):
+                pos += 1
             _cut(s, pos)
         else:
             pos += 1
