@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 __all__ = ["JSONParseError", "loads"]
 
@@ -416,13 +417,16 @@ def _no_constant(name):
     raise ValueError(name)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _suspicious(v) -> bool:
     # what Python's json accepts and nlohmann does not (or reads differently)
     stack = [v]
     while stack:
         x = stack.pop()
         if isinstance(x, str):
-            if any(0xD800 <= ord(ch) <= 0xDFFF for ch in x):
+            if _SURROGATE.search(x):
                 return True
         elif isinstance(x, float):
             if not math.isfinite(x):
