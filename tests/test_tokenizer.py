@@ -335,16 +335,16 @@ def test_synthetic_spm():
 
 @pytest.mark.parametrize("change, error, match", [
     ({"tokenizer.ggml.model": None}, TokenizerError, "tokenizer.ggml.model"),
-    ({"tokenizer.ggml.model": "nonsense"}, TokenizerError, "unknown tokenizer: 'nonsense'"),
+    ({"tokenizer.ggml.model": "nonsense"}, TokenizerError, "'nonsense' is not a tokenizer"),
     ({"tokenizer.ggml.model": "bert"}, UnsupportedTokenizer, "tokenizer model 'bert'"),
-    ({"tokenizer.ggml.pre": "no-such-pre"}, TokenizerError, "unknown pre-tokenizer type: 'no-such-pre'"),
+    ({"tokenizer.ggml.pre": "no-such-pre"}, TokenizerError, "'no-such-pre' is not a pre-tokenizer"),
     ({"tokenizer.ggml.pre": "deepseek-llm"}, UnsupportedTokenizer, "pre-tokenizer 'deepseek-llm'"),
-    ({"tokenizer.ggml.merges": None}, TokenizerError, "cannot find tokenizer merges"),
-    ({"tokenizer.ggml.tokens": None}, TokenizerError, "cannot find tokenizer vocab"),
-    ({"tokenizer.ggml.add_bos_token": (ValueType.UINT32, 1)}, TokenizerError, "wrong type uint32"),
-    ({"tokenizer.ggml.bos_token_id": (ValueType.INT32, 1)}, TokenizerError, "wrong type int32"),
-    ({"tokenizer.ggml.token_type": np.ones(3, dtype=np.int32)}, TokenizerError, "toktypes"),
-    ({"tokenizer.ggml.scores": np.ones(3, dtype=np.float32)}, TokenizerError, "scores"),
+    ({"tokenizer.ggml.merges": None}, TokenizerError, "tokenizer.ggml.merges is missing"),
+    ({"tokenizer.ggml.tokens": None}, TokenizerError, "tokenizer.ggml.tokens is missing"),
+    ({"tokenizer.ggml.add_bos_token": (ValueType.UINT32, 1)}, TokenizerError, "stored as uint32; llama.cpp reads it as bool"),
+    ({"tokenizer.ggml.bos_token_id": (ValueType.INT32, 1)}, TokenizerError, "stored as int32; llama.cpp reads it as uint32"),
+    ({"tokenizer.ggml.token_type": np.ones(3, dtype=np.int32)}, TokenizerError, "token_type has 3 entries"),
+    ({"tokenizer.ggml.scores": np.ones(3, dtype=np.float32)}, TokenizerError, "scores has 3 entries"),
     ({"tokenizer.ggml.tokens": list(BYTES) + ["a"]}, TokenizerError, "twice"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_refusals(change, error, match):
@@ -365,7 +365,7 @@ def test_special_ids_out_of_range_are_ignored():
     meta["tokenizer.ggml.eos_token_id"] = 10 ** 6
     tok = Tokenizer.from_gguf(header(meta))
     assert tok.eos_id == 11                # an id past the vocabulary keeps the default
-    assert any("bad special token" in w for w in tok.vocab.warnings)
+    assert any("is past the vocabulary; 11 stays" in w for w in tok.vocab.warnings)
 
 
 def test_bad_token_ids():

@@ -13,7 +13,7 @@ an unordered_map, how std::sort orders special tokens of equal length), `_cxx` r
 
 from __future__ import annotations
 
-import re
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +22,8 @@ from ..errors import TokenizerError, UnsupportedTokenizer
 from ..gguf import GGUFHeader, ValueType
 from . import _cxx, _pretok, _unicode
 from ._core import pieces_for_cache
+
+log = logging.getLogger(__name__)
 
 NULL = -1
 
@@ -210,7 +212,8 @@ def _key(header: GGUFHeader, name: str, vtype: ValueType, default):
         return default
     t = header.value_types[name]
     if t != vtype:
-        raise TokenizerError(f"key {name} has wrong type {t.name.lower()} but expected type {vtype.name.lower()}")
+        raise TokenizerError(f"{name} is stored as {t.name.lower()}; llama.cpp reads it as {vtype.name.lower()} "
+                             "and refuses any other type")
     return header.metadata[name]
 
 
@@ -218,7 +221,7 @@ def _array(header: GGUFHeader, name: str, etypes: tuple[ValueType, ...]):
     if name not in header.metadata:
         return None
     if header.value_types[name] != ValueType.ARRAY or header.array_types.get(name) not in etypes:
-        raise TokenizerError(f"invalid gguf type for {name}")
+        raise TokenizerError(f"{name} has the wrong GGUF type for llama.cpp's loader")
     return header.metadata[name]
 
 
@@ -232,7 +235,7 @@ def load_vocab(header: GGUFHeader) -> Vocab:
     warnings: list[str] = []
     model = _key(header, "tokenizer.ggml.model", ValueType.STRING, None)
     if model is None:
-        raise TokenizerError("key not found in model: tokenizer.ggml.model")
+        raise TokenizerError("tokenizer.ggml.model is missing: no vocabulary to load")
     pre = _key(header, "tokenizer.ggml.pre", ValueType.STRING, "")
 
     ids = {"bos": 1, "eos": 2, "eot": NULL, "eom": NULL, "unk": 0, "sep": NULL, "pad": NULL, "mask": NULL,
@@ -248,17 +251,17 @@ def load_vocab(header: GGUFHeader) -> Vocab:
         kind = "bpe"
         raw_merges = _array(header, "tokenizer.ggml.merges", (ValueType.STRING,))
         if raw_merges is None:
-            raise TokenizerError("cannot find tokenizer merges in model file")
+            raise TokenizerError("tokenizer.ggml.merges is missing (a gpt2 tokenizer needs its BPE merges)")
         merges = [_b(m) for m in raw_merges]
         ids.update(bos=11, eos=11, unk=NULL)
         flags.update(add_space_prefix=False, escape_whitespaces=False, clean_spaces=True)
         if pre == "":
-            warnings.append("missing pre-tokenizer type, using: 'default'")
+            warnings.append("no tokenizer.ggml.pre: the 'default' pre-tokenizer is used")
             pre_type, changes = "DEFAULT", {}
         elif pre in _PRE:
             pre_type, changes = _PRE[pre]
         else:
-            raise TokenizerError(f"unknown pre-tokenizer type: '{pre}'")
+            raise TokenizerError(f"tokenizer.ggml.pre '{pre}' is not a pre-tokenizer llama.cpp b11192 knows")
         for k, v in changes.items():
             if k == "bos":
                 ids["bos"] = v
@@ -273,7 +276,7 @@ def load_vocab(header: GGUFHeader) -> Vocab:
                                    "bankml reproduces the 'gpt2' (byte-level BPE) and 'llama' (SentencePiece) "
                                    "tokenizers only")
     else:
-        raise TokenizerError(f"unknown tokenizer: '{model}'")
+        raise TokenizerError(f"tokenizer.ggml.model '{model}' is not a tokenizer llama.cpp b11192 knows")
 
     flags["add_space_prefix"] = _key(header, "tokenizer.ggml.add_space_prefix", ValueType.BOOL,
                                      flags["add_space_prefix"])
@@ -281,24 +284,24 @@ def load_vocab(header: GGUFHeader) -> Vocab:
 
     tokens = _array(header, "tokenizer.ggml.tokens", (ValueType.STRING,))
     if tokens is None:
-        raise TokenizerError("cannot find tokenizer vocab in model file")
+        raise TokenizerError("tokenizer.ggml.tokens is missing: no vocabulary to load")
     n = len(tokens)
     if n > 0x7FFFFFFF:
         raise TokenizerError(f"{n} tokens do not fit in llama_token")
     if "tokenizer.ggml.scores" in header.metadata:
         scores_raw = _array(header, "tokenizer.ggml.scores", (ValueType.INT32, ValueType.FLOAT32))
         if len(scores_raw) < n:
-            raise TokenizerError(f"Index out of array bounds for scores ({len(scores_raw)} < {n})")
+            raise TokenizerError(f"tokenizer.ggml.scores has {len(scores_raw)} entries for {n} tokens")
         scores = np.asarray(scores_raw[:n], dtype=np.float32)
     else:
         scores = np.zeros(n, dtype=np.float32)
     toktypes = _array(header, "tokenizer.ggml.token_type", (ValueType.INT32,))
     if toktypes is not None and len(toktypes) < n:
-        raise TokenizerError(f"Index out of array bounds for toktypes ({len(toktypes)} < {n})")
+        raise TokenizerError(f"tokenizer.ggml.token_type has {len(toktypes)} entries for {n} tokens")
 
     texts = [t.encode("utf-8", "surrogateescape") for t in tokens]
     for i in (i for i, t in enumerate(texts) if not t):
-        warnings.append(f"empty token at index {i}")
+        warnings.append(f"token {i} has an empty text: it is named [EMPTY_{i}]")
         texts[i] = f"[EMPTY_{i}]".encode()
     if toktypes is None:
         attrs = np.full(n, ATTR_NORMAL, dtype=np.int32)
@@ -330,13 +333,13 @@ def load_vocab(header: GGUFHeader) -> Vocab:
     for name, key in _SPECIAL_KEYS:
         full = "tokenizer.ggml." + key
         if ids[name] >= 0 and ids[name] >= n:
-            warnings.append(f"default special token '{full}' = {ids[name]} out of vocab range, disabling")
+            warnings.append(f"{full}: the default id {ids[name]} is past the vocabulary; there is none")
             ids[name] = NULL
         new = _key(header, full, ValueType.UINT32, None)
         if new is None:
             continue
         if new >= n:
-            warnings.append(f"bad special token: '{full}' = {new}, using default id {ids[name]}")
+            warnings.append(f"{full} = {new} is past the vocabulary; {ids[name]} stays")
         else:
             ids[name] = new
 
@@ -359,6 +362,8 @@ def load_vocab(header: GGUFHeader) -> Vocab:
         raise TokenizerError(f"token {tok} ({texts[tok]!r}): llama.cpp cannot make its piece (an invalid "
                              "codepoint, or a byte token shorter than '<0x')") from None
     _per_model_attrs(v, header, to_id)
+    for w in v.warnings:
+        log.warning("%s", w)
     return v
 
 
@@ -397,21 +402,21 @@ def _newline_id(v: Vocab, to_id: "_TextIndex") -> int:
     if v.kind == "spm":
         t = to_id.get(b"<0x0A>", to_id.get(b"\n"))
         if t is None:
-            v.warnings.append("SPM vocabulary, but newline token not found! Using special_pad_id instead.")
+            v.warnings.append("no newline token in this SentencePiece vocabulary: the padding id stands in")
             return v.ids["pad"]
         return t
     # the BPE of "\n" with no special tokens yet, as at that point of llama.cpp's load
     nl = v.core.tokenize(b"\n", False, False)
     if not nl:
-        v.warnings.append("model vocab missing newline token, using special_pad_id instead")
+        v.warnings.append("\"\\n\" tokenizes to nothing: the padding id stands in for the newline token")
         return v.ids["pad"]
     return nl[0]
 
 
 def _set_control(v: Vocab, tok: int) -> None:
     if not v.attrs[tok] & ATTR_CONTROL:
-        v.warnings.append(f"control-looking token: {tok} '{v.texts[tok].decode(errors='replace')}' was not "
-                          "control-type; this is probably a bug in the model. its type will be overridden")
+        v.warnings.append(f"token {tok} {v.texts[tok]!r} names a control token but is not CONTROL in the GGUF; "
+                          "it is made CONTROL")
         v.attrs[tok] |= ATTR_CONTROL
 
 
@@ -459,7 +464,7 @@ def _eog_set(v: Vocab, to_id: "_TextIndex") -> set[int]:
     for cat in ("eos", "eot", "eom"):
         if ids[cat] != NULL and ids[cat] not in eog:
             eog.add(ids[cat])
-            v.warnings.append(f"special_{cat}_id is not in special_eog_ids - the tokenizer config may be incorrect")
+            v.warnings.append(f"the {cat} token {ids[cat]} was not among the end-of-generation tokens; it is added")
     # o200k_harmony / solar-open: "<|end|>" does not end generation when "<|return|>" and "<|call|>" (or
     # "<|calls|>" and "<|flush|>") do
     texts = {t: v.texts[t] for t in eog if 0 <= t < v.n_tokens}
@@ -494,7 +499,7 @@ def _per_model_attrs(v: Vocab, header: GGUFHeader, to_id: "_TextIndex") -> None:
         if b"<mask>" in to_id:
             v.attrs[to_id[b"<mask>"]] |= ATTR_LSTRIP
         else:
-            v.warnings.append("Mask token is missing in vocab, please reconvert model!")
+            v.warnings.append("no <mask> token to give lstrip to")
     elif b"phi-3" in name_l or b"phi3" in name_l:
         for t in v.special_order:
             v.attrs[t] |= ATTR_RSTRIP
@@ -505,4 +510,4 @@ def _per_model_attrs(v: Vocab, header: GGUFHeader, to_id: "_TextIndex") -> None:
         if b"[MASK]" in to_id:
             v.attrs[to_id[b"[MASK]"]] |= ATTR_LSTRIP
         else:
-            v.warnings.append("Mask token missing in vocab!")
+            v.warnings.append("no [MASK] token to give lstrip to")
