@@ -379,6 +379,12 @@ def test_bad_token_ids():
         tok.join_pieces([99999999999])
     with pytest.raises(TypeError, match="integers"):
         tok.token_to_piece("3")
+    with pytest.raises(InvalidToken, match="token id 1180591620717411303424 is out"):
+        tok.detokenize([2 ** 70])
+    for bad in ([1.5], [[1]], [True], ["a"]):
+        with pytest.raises(TypeError, match="flat sequence of integers"):
+            tok.detokenize(bad)
+    assert tok.detokenize([]) == b"" and tok.join_pieces(()) == b""
 
 
 def test_codepoint_past_unicode_is_refused_by_bpe():

@@ -203,9 +203,16 @@ class Tokenizer:
         return b"".join(self._core.piece(int(t), special, 0) for t in ids)
 
     def _ids(self, tokens) -> np.ndarray:
-        a = np.asarray(tokens if len(tokens) else [], dtype=np.int64)
-        if a.ndim != 1:
+        try:
+            a = np.asarray(tokens if len(tokens) else np.zeros(0, dtype=np.int64))
+        except OverflowError:
+            a = np.asarray(tokens, dtype=object)
+        if a.ndim != 1 or (a.dtype.kind not in "iu" and not all(isinstance(t, (int, np.integer)) for t in a)) \
+                or any(isinstance(t, bool) for t in a.tolist()):
             raise TypeError("token ids must be a flat sequence of integers")
+        for t in (a.tolist() if a.dtype.kind == "O" else ()):
+            if not 0 <= t < self.n_vocab:
+                raise InvalidToken(int(t), self.n_vocab)
         bad = (a < 0) | (a >= self.n_vocab)
         if bad.any():
             raise InvalidToken(int(a[bad][0]), self.n_vocab)
