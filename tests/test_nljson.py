@@ -60,3 +60,15 @@ def test_what_python_reads_differently():
     with pytest.raises(JSONParseError, match="invalid literal"):
         loads(b"NaN")
     assert math.isfinite(loads(b"1.7976931348623157e308"))
+
+
+def test_long_bodies_are_walked_in_runs():
+    # the recorded '{"content": "\ud800"' answer, with 100,000 more bytes before the surrogate: the column moves
+    # by as much, and "last read" holds them (the byte-level parser takes such runs at once)
+    small = next(c for c in PARSE_ERRORS if dec_bytes(c["body"]) == b'{"content": "\\ud800"}')
+    want = small["response"]["error"]["message"].replace("column 20", "column 100020")
+    want = want.replace("last read: '\"", "last read: '\"" + "a" * 100_000)
+    with pytest.raises(JSONParseError) as e:
+        loads(b'{"content": "' + b"a" * 100_000 + b'\\ud800"}')
+    assert str(e.value) == want
+    assert loads(b" " * 1_000_000 + b"[" + b"1" * 400 + b"e-400]") == [0.0]

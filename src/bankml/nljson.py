@@ -49,6 +49,14 @@ _SHORT_ESCAPES = {0x08: "b", 0x09: "t", 0x0A: "n", 0x0C: "f", 0x0D: "r"}
 _ESCAPES = {0x22: 0x22, 0x5C: 0x5C, 0x2F: 0x2F, 0x62: 0x08, 0x66: 0x0C, 0x6E: 0x0A, 0x72: 0x0D, 0x74: 0x09}
 EOF = -1
 
+# runs the byte-level parser takes in one step (none holds a newline, so only the column moves): string bytes
+# other than the quote, the backslash and control characters (then cut where they stop being well-formed
+# UTF-8, whose definition nlohmann and Python share), digits, blanks
+_PLAIN_STRING_RUN = re.compile(rb'[^"\\\x00-\x1f]+')
+_DIGIT_RUN = re.compile(rb"[0-9]+")
+_CONTROL_BYTE = re.compile(rb"[\x00-\x1f]")
+_BLANK_RUN = re.compile(rb"[ \t\r]+")
+
 
 def _utf8_ranges(c: int):
     # the continuation-byte ranges nlohmann accepts after lead byte c, or None when c cannot lead
@@ -121,9 +129,7 @@ class _Lexer:
     def token_text(self) -> str:
         # get_token_string(): control characters as <U+00XX>; bytes as they are (written out with U+FFFD
         # where they are not UTF-8, as llama-server's error JSON does)
-        out = bytearray()
-        for c in self.token_string:
-            out += f"<U+{c:04X}>".encode() if c <= 0x1F else bytes([c])
+        out = _CONTROL_BYTE.sub(lambda m: b"<U+%04X>" % m.group()[0], bytes(self.token_string))
         return out.decode("utf-8", "replace")
 
     def _fail(self, msg: str) -> int:
@@ -133,6 +139,7 @@ class _Lexer:
     def scan(self) -> int:
         if self.total == 0 and not self._skip_bom():
             return self._fail("invalid BOM; must be 0xEF 0xBB 0xBF if given")
+        self._take_run(_BLANK_RUN)
         while True:
             self.get()
             if self.current not in (0x20, 0x09, 0x0A, 0x0D):
@@ -180,10 +187,38 @@ class _Lexer:
                 return -1
         return cp
 
+    def _take_run(self, pattern, utf8: bool = False) -> bytes:
+        # consume at once the run of bytes `pattern` matches at the next read position (none of them a
+        # newline), as that many get() calls would; with utf8, only its well-formed UTF-8 prefix
+        first = b""
+        if self.next_unget:                 # the byte put back comes first (after the BOM check, a number)
+            if self.current == EOF or not pattern.fullmatch(bytes([self.current])):
+                return b""
+            self.get()
+            first = bytes([self.current])
+        m = pattern.match(self.data, self.i)
+        if m is None:
+            return first
+        run = m.group()
+        if utf8:
+            try:
+                run.decode("utf-8")
+            except UnicodeDecodeError as e:
+                run = run[:e.start]
+                if not run:
+                    return first
+        self.i += len(run)
+        self.total += len(run)
+        self.col += len(run)
+        self.token_string += run
+        self.current = run[-1]
+        return first + run
+
     def _string(self) -> int:
         self.reset()
         buf = self.buf
         while True:
+            buf += self._take_run(_PLAIN_STRING_RUN, utf8=True)
             c = self.get()
             if c == EOF:
                 return self._fail("invalid string: missing closing quote")
@@ -246,6 +281,7 @@ class _Lexer:
                 return self._fail("invalid number; expected digit after '-'")
             buf.append(c)
         if c != 0x30:                                   # leading digits
+            buf += self._take_run(_DIGIT_RUN)
             while self.get() in digits:
                 buf.append(self.current)
         else:
@@ -275,6 +311,8 @@ class _Lexer:
                 buf.append(self.current)
         self.unget()
         text = bytes(buf)
+        if len(text) > 21:                              # past 64 bits whatever the digits: a double
+            kind = T_FLOAT
         if kind == T_UNSIGNED:
             v = int(text)
             if v < (1 << 64):
