@@ -71,4 +71,4 @@ def test_long_bodies_are_walked_in_runs():
     with pytest.raises(JSONParseError) as e:
         loads(b'{"content": "' + b"a" * 100_000 + b'\\ud800"}')
     assert str(e.value) == want
-    assert loads(b" " * 1_000_000 + b"[" + b"1" * 400 + b"e-400]") == [0.0]
+    assert loads(b" " * 1_000_000 + b"[1" + b"0" * 400 + b"e-400]") == [1.0]
