@@ -91,11 +91,17 @@ def gather(val: V.Value, parts: list) -> None:
             gather(item, parts)
 
 
-def exec_statements(stmts: list, ctx: Context) -> VStr:
+def gather_all(vals: list) -> VStr:
+    """A block's output. Values are gathered only once the whole block has run, as the reference does: a list
+    printed by `{{ l }}` shows what it holds at the end of the block, not when it was printed."""
     parts: list = []
-    for stmt in stmts:
-        gather(stmt.execute(ctx), parts)
+    for v in vals:
+        gather(v, parts)
     return VStr(JStr(parts))
+
+
+def exec_statements(stmts: list, ctx: Context) -> VStr:
+    return gather_all([stmt.execute(ctx) for stmt in stmts])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -635,10 +641,7 @@ class If(Node):
 
     def impl(self, ctx):
         branch = self.body if self.test.execute(ctx).as_bool() else self.alternate
-        parts: list = []
-        for stmt in branch:
-            gather(stmt.execute(ctx), parts)
-        return VStr(JStr(parts))
+        return gather_all([stmt.execute(ctx) for stmt in branch])
 
 
 class For(Node):
@@ -699,7 +702,7 @@ class For(Node):
                     continue
             kept.append((current, binder))
 
-        parts: list = []
+        results: list = []
         no_iteration = True
         n = len(kept)
         for i, (current, binder) in enumerate(kept):
@@ -717,7 +720,7 @@ class For(Node):
             binder(scope)
             try:
                 for stmt in self.body:
-                    gather(stmt.execute(scope), parts)
+                    results.append(stmt.execute(scope))
             except ContinueSignal:
                 continue
             except BreakSignal:
@@ -726,8 +729,8 @@ class For(Node):
 
         if no_iteration:
             for stmt in self.default_block:
-                gather(stmt.execute(ctx), parts)
-        return VStr(JStr(parts))
+                results.append(stmt.execute(ctx))
+        return gather_all(results)
 
 
 def _bind_one(name: bytes, value):
@@ -868,10 +871,10 @@ class CallBlock(Node):
 
 def execute_program(program: list, ctx: Context) -> bytes:
     """Run a parsed template; the output as bytes. Raises the engine's exceptions (JinjaError subclasses)."""
-    parts: list = []
+    results: list = []
     try:
         for stmt in program:
-            gather(stmt.execute(ctx), parts)
+            results.append(stmt.execute(ctx))
     except BreakSignal:
         # the reference lets these escape the runtime; the caller reports them as a failed render
         raise TemplateRuntimeError(b"Break statement executed", wrapped=True) from None
@@ -880,7 +883,7 @@ def execute_program(program: list, ctx: Context) -> bytes:
     except RecursionError:
         raise TemplateCrash(b"template recursion deeper than bankml follows (llama-server would overflow its "
                             b"stack)") from None
-    return b"".join(parts)
+    return gather_all(results).s.str()
 
 
 __all__ = ["Context", "execute_program", "TemplateNotImplemented"]
