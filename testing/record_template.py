@@ -49,6 +49,70 @@ def configs() -> list[dict]:
     return out
 
 
+BROKEN = [
+    "{% if a x %}{% endif %}", "{{ 'abc }}", "{{ '\\q' }}", "{# unclosed comment", "{% include 'x' %}",
+    "{% raw %}x{% endraw %}", "{{ 1 +* 2 }}", "{{ a[ }}", "{% for x %}{% endfor %}", "{% if true %}no end",
+    "{{ x | }}", "text {{ @ }}", "{{ 99999999999999999999 }}", "{% macro %}{% endmacro %}", "{% set %}",
+    "{{ }}", "{% endfor %}", "{{ (1, }}", "{{ 'a' ~ }}", "{% if %}{% endif %}", "{%- -%}", "{{ 1.5.5 }}",
+    "{{ raise_exception('at startup') }}", "{% for m in messages %}{{ m.content + 1 }}{% endfor %}",
+    "{{ -'x' }}", "{{ messages[0].content | nosuchfilter }}", "{% for m in messages %}{{ m.content[0:2:0] }}{% endfor %}",
+]
+
+# whole-template quirks that the probe template cannot hold (they depend on the start or end of the source)
+QUIRKS = [
+    "a{% if true %}b{% endif %}", "ab{% if true %}c{% endif %}", "  {% if true %}x{% endif %}",
+    "\n{% if true %}x{% endif %}", "x{{ 1 }}\n", "x\r\ny{% if true %}\r\nz{% endif %}\r\n", "x\r",
+    "{{ 'a' }}\n\n", "{# only a comment #}", "", "{%- if true -%}  t  {%- endif -%}\n",
+    "A{{- ' ' -}}\n\n{{- 'B' }}", "{%- for m in messages -%}\n  [{{ m.role }}]\n{%- endfor %}\n",
+]
+
+
+def _startup_error(log: str) -> list[str]:
+    """The error texts of a server that refused a template: each logged line from the template code, whole."""
+    import re
+    out = []
+    lines = log.splitlines()
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^[\d.]+ E (common_chat_templates_init: error: |common_chat_verify_template: failed to apply "
+                     r"template: )(.*)$", lines[i])
+        if m:
+            text = [m.group(2)]
+            i += 1
+            while i < len(lines) and not re.match(r"^[\d.]+ [EWID] ", lines[i]) and \
+                    not lines[i].startswith("error: "):
+                text.append(lines[i])
+                i += 1
+            out.append(m.group(1) + "\n".join(text))
+            continue
+        i += 1
+    return out
+
+
+def record_files(name: str, texts: list[str], bodies: list[dict]) -> None:
+    """Templates given whole (broken ones, start/end quirks): whether llama-server starts, what it says."""
+    results = []
+    for text in texts:
+        path = OUT / ".tmp.jinja"
+        path.write_bytes(text.encode())
+        try:
+            cfg = {"name": name, "model": "smollm2", "extra": ["--chat-template-file", str(path)], "template": None}
+            for _ in range(5):                 # the server's log thread may lose its last lines at exit: retry
+                rec = record(cfg, bodies, keep_log=True)
+                errors = _startup_error(rec.get("startup_log", ""))
+                if rec["startup"] == "ok" or errors:
+                    break
+        finally:
+            path.unlink()
+        entry = {"template_text": text, "startup": rec["startup"], "results": rec["results"]}
+        if rec["startup"] != "ok":
+            entry["errors"] = errors
+        results.append(entry)
+    rec = {"config": name, "model": "smollm2", "args": ["--chat-template-file", "<each template_text>"],
+           "tz": "UTC", "templates": results, "cases": bodies, "startup": "ok", "results": []}
+    _write(rec)
+
+
 def record_engine() -> None:
     """The engine probe: testing/jinja_cases.py's snippets in one template, one request each."""
     src = probe_template()
@@ -73,7 +137,7 @@ def _write(rec: dict) -> None:
     print(f"{rec['config']}: startup {rec['startup']}, {len(rec['results'])} answers ({ok} prompts)", flush=True)
 
 
-def record(cfg: dict, bodies: list[dict]) -> dict:
+def record(cfg: dict, bodies: list[dict], keep_log: bool = False) -> dict:
     rec = {"config": cfg["name"], "model": cfg["model"], "args": cfg["extra"], "tz": "UTC",
            "template": cfg["template"]}
     if cfg["template"]:
@@ -94,7 +158,9 @@ def record(cfg: dict, bodies: list[dict]) -> dict:
         rec["startup"] = "ok"
     except RuntimeError as e:
         rec["startup"] = "failed"
-        rec["startup_log"] = log.read_text(errors="replace")[-4000:] if log.exists() else str(e)
+        rec["startup_log"] = log.read_text(errors="replace") if log.exists() else str(e)
+        if not keep_log:
+            rec["startup_log"] = rec["startup_log"][-4000:]
     finally:
         if log.exists():
             log.unlink()
@@ -114,6 +180,10 @@ def main(argv: list[str]) -> None:
         _write(record(cfg, bodies))
     if not argv or any(w in "engine-probe" for w in argv):
         record_engine()
+    if not argv or any(w in "broken-templates" for w in argv):
+        record_files("broken-templates", BROKEN, bodies[:1])
+    if not argv or any(w in "quirk-templates" for w in argv):
+        record_files("quirk-templates", QUIRKS, bodies[:3])
 
 
 if __name__ == "__main__":

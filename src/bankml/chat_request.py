@@ -19,7 +19,6 @@ tool-call grammar and output parser: `req.has_tools` tells the caller), the seri
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from . import nljson
@@ -390,6 +389,7 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
             raise _fail("[json.exception.type_error.308] cannot use push_back() with "
                         + nljson.type_name(params["stop"]))
         params["stop"] = list(params["stop"]) + chat.additional_stops
+    params["message_delimiters"] = [{"role": r, "delimiter": d} for r, d in chat.message_delimiters]
     if chat.thinking_end_tags:
         budget = _json_value(body, "reasoning_budget_tokens", _json_value(body, "thinking_budget_tokens", -1))
         if budget == -1:
@@ -428,4 +428,4 @@ def error_body(e: ChatRequestError) -> dict:
 
 
 __all__ = ["ChatRequest", "ChatRequestError", "ServerChatOptions", "parse_chat_request", "parse_messages",
-           "parse_tools", "error_body", "json"]
+           "parse_tools", "error_body"]

@@ -17,7 +17,7 @@ Owns what llama.cpp's common/chat.cpp does between a parsed list of messages and
 
 Must not know: tokens (only the BOS/EOS *texts*), HTTP (chat_request.py and server/template_api.py do that).
 
-    tmpls = ChatTemplates.from_gguf(header)                    # or ChatTemplates.from_source(text, bos, eos)
+    tmpls = ChatTemplates.from_gguf(header)      # (alias ChatTemplate); or ChatTemplates.from_source(text, bos, eos)
     params = tmpls.apply(ChatInputs(messages=[ChatMessage("user", "hi")]))
     params.prompt                                              # str
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import re
 import time as _time
 from dataclasses import dataclass, field
@@ -227,6 +226,8 @@ class ChatParams:
     supports_thinking: bool = False
     thinking_start_tag: str = ""
     thinking_end_tags: list[str] = field(default_factory=list)
+    # (role, text) pairs marking message starts in the prompt; the server places context checkpoints with them
+    message_delimiters: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def prompt_bytes(self) -> bytes:
@@ -236,8 +237,8 @@ class ChatParams:
 # ---------------------------------------------------------------------------------------------------------------
 # one template
 
-class ChatTemplate:
-    """common_chat_template: a parsed template, its BOS/EOS texts and its probed capabilities."""
+class ParsedTemplate:
+    """common_chat_template: one parsed template, its BOS/EOS texts and its probed capabilities."""
 
     def __init__(self, source: str | bytes, bos_token: str = "", eos_token: str = ""):
         try:
@@ -474,15 +475,67 @@ _PROBE_TOOLS = [
 ]
 
 
+def _assistant_start(tmpl: ParsedTemplate, r: "Reasoning") -> bytes:
+    """detect_assistant_start_marker: what precedes an assistant message's text."""
+    user = {"role": "user", "content": _USER_MSG}
+    cmp = _compare(tmpl, dict(messages=[user], add_generation_prompt=False, enable_thinking=True),
+                   dict(messages=[user, {"role": "assistant", "content": _ASSISTANT_MSG}],
+                        add_generation_prompt=False, enable_thinking=True))
+    if cmp is None:
+        return b""
+    right = cmp[0]["right"]
+    i = right.find(_ASSISTANT_MSG.encode())
+    prefix = right if i < 0 else right[:i]
+    for marker in (r.start, r.end):
+        t = _trim(marker)
+        if marker and t in prefix:
+            prefix = prefix[:prefix.find(t)]
+    return _trim(prefix)
+
+
+def _user_start(tmpl: ParsedTemplate) -> bytes:
+    """detect_user_start_marker: what precedes a user message's text (leading end-of-turn markers skipped)."""
+    user = {"role": "user", "content": _USER_MSG}
+    cmp = _compare(tmpl, dict(messages=[], add_generation_prompt=False, enable_thinking=True),
+                   dict(messages=[user], add_generation_prompt=False, enable_thinking=True))
+    if cmp is None:
+        two = {"role": "user", "content": "V_USER_MSG Hello END_V"}
+        asst = {"role": "assistant", "content": _ASSISTANT_MSG}
+        cmp = _compare(tmpl, dict(messages=[two, asst], add_generation_prompt=False, enable_thinking=True),
+                       dict(messages=[two, asst, user], add_generation_prompt=False, enable_thinking=True))
+        if cmp is None:
+            return b""
+    msg = cmp[0]["right"]
+    a = msg.find(_ASSISTANT_MSG.encode())
+    if a >= 0:
+        msg = msg[a + len(_ASSISTANT_MSG):]
+    u = msg.find(_USER_MSG.encode())
+    candidate = msg if u < 0 else msg[:u]
+    out = b""
+    seen_marker = False
+    for kind, value in _segments(candidate):
+        low = value.lower()
+        if kind == "marker" and not seen_marker and (b"end" in low or b"close" in low):
+            continue
+        if kind == "text" and not seen_marker and not _trim(value):
+            continue
+        seen_marker = seen_marker or kind == "marker"
+        out += value
+    return _trim(out)
+
+
 @dataclass
 class Reasoning:
+    """What bankml takes from the autoparser's analysis: reasoning markers, message starts, extra stops."""
     mode: str = "none"                   # "none", "tag_based", "tools_only"
     start: bytes = b""
     end: bytes = b""
     additional_stops: list = field(default_factory=list)
+    assistant_start: bytes = b""
+    user_start: bytes = b""
 
 
-def _probe_render(tmpl: ChatTemplate, messages, add_generation_prompt, enable_thinking, tools=None):
+def _probe_render(tmpl: ParsedTemplate, messages, add_generation_prompt, enable_thinking, tools=None):
     try:
         return tmpl.render(copy.deepcopy(messages), add_generation_prompt=add_generation_prompt,
                            enable_thinking=enable_thinking, tools=tools,
@@ -499,7 +552,7 @@ def _compare(tmpl, a: dict, b: dict):
     return diff_split(out_a, out_b), out_a, out_b
 
 
-def analyze_reasoning(tmpl: ChatTemplate) -> Reasoning:
+def analyze_reasoning(tmpl: ParsedTemplate) -> Reasoning:
     """analyze_reasoning + the reasoning workarounds of the autoparser."""
     r = Reasoning()
     user = {"role": "user", "content": _USER_MSG}
@@ -587,8 +640,13 @@ def analyze_reasoning(tmpl: ChatTemplate) -> Reasoning:
                     else:
                         r.mode = "none"
 
-    # the autoparser's per-family patches that touch reasoning
+    r.assistant_start = _assistant_start(tmpl, r)
+    r.user_start = _user_start(tmpl)
+
+    # the autoparser's per-family patches that touch what bankml uses
     src = tmpl.source
+    if b"<|CHATBOT_TOKEN|>" in src and b"<|END_OF_TURN_TOKEN|>" in src:
+        r.user_start = b"<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"
     if b"content.split('</think>')" in src and b"reasoning_content" not in src and b"<SPECIAL_12>" not in src \
             and r.mode == "none":
         r.mode, r.start, r.end = "tag_based", b"<think>", b"</think>"
@@ -596,6 +654,15 @@ def analyze_reasoning(tmpl: ChatTemplate) -> Reasoning:
         r.mode, r.start, r.end = "tag_based", b"<think>", b"</think>"
     if b"<SPECIAL_10>" in src and b"<SPECIAL_11>" in src and b"<SPECIAL_12>" in src and b"<TOOL_RESPONSE>" in src:
         r.mode, r.start, r.end = "tag_based", b"<think>\n", b"</think>"
+        r.assistant_start, r.user_start = b"<SPECIAL_11>Assistant", b"<SPECIAL_11>User"
+    if (b"{%- set system_prompt = '<|start_header_id|>' + 'system' + '<|end_header_id|>\\n\\n' + message['content']"
+            b" | trim + '\\n' + system_prompt_suffix + '<|eot_id|>' -%}") in src:
+        r.assistant_start = b"<|start_header_id|>assistant<|end_header_id|>"
+        r.user_start = b"<|start_header_id|>user<|end_header_id|>"
+    if b"<|begin|>assistant<|think|><|end|>" in src:
+        r.assistant_start = b"<|begin|>assistant"
+    if b"if not loop.last and '[BEGIN FINAL RESPONSE]' in asst_text" in src:
+        r.user_start, r.assistant_start = b"<|begin_user|>", b"<|begin_assistant|>"
     if b"laguna_glm_thinking" in src:
         r.start, r.end = _trim(r.start), _trim(r.end)
         r.additional_stops.append("</assistant>")
@@ -825,13 +892,14 @@ def _patch_source(src: bytes) -> bytes:
 class ChatTemplates:
     """The chat template(s) of a served model and what llama-server does with them for each request."""
 
-    def __init__(self, default: ChatTemplate, tool_use: ChatTemplate | None = None, *, add_bos: bool = False,
+    def __init__(self, default: ParsedTemplate, tool_use: ParsedTemplate | None = None, *, add_bos: bool = False,
                  add_eos: bool = False, has_explicit_template: bool = True):
         self.default = default
         self.tool_use = tool_use
         self.add_bos = add_bos
         self.add_eos = add_eos
         self.has_explicit_template = has_explicit_template
+        self.override: bytes | None = None                 # the --chat-template(-file) text, if any
         self._reasoning: dict[int, Reasoning] = {}
 
     # -- construction (common_chat_templates_init)
@@ -856,14 +924,16 @@ class ChatTemplates:
         if not default_src or default_src == b"chatml":
             default_src = tool_use_src if tool_use_src else CHATML_TEMPLATE.encode()
         default_src = _patch_source(default_src)
-        default = ChatTemplate(default_src, bos_token, eos_token)
+        default = ParsedTemplate(default_src, bos_token, eos_token)
         tool_use = None
         if tool_use_src:
             try:
-                tool_use = ChatTemplate(tool_use_src, bos_token, eos_token)
+                tool_use = ParsedTemplate(tool_use_src, bos_token, eos_token)
             except TemplateLoadError:
                 tool_use = None                          # llama-server logs and ignores it
-        return cls(default, tool_use, add_bos=add_bos, add_eos=add_eos, has_explicit_template=explicit)
+        out = cls(default, tool_use, add_bos=add_bos, add_eos=add_eos, has_explicit_template=explicit)
+        out.override = _bytes(override) if override else None
+        return out
 
     @classmethod
     def from_source(cls, source: str | bytes, bos_token: str = "", eos_token: str = "", add_bos: bool = False,
@@ -899,13 +969,20 @@ class ChatTemplates:
         return self.default.eos_token
 
     # -- llama-server's startup renders
-    def startup_check(self, template_kwargs: dict[str, str] | None = None, verify_override: bool = False) -> None:
-        """Render what llama-server renders before it serves (the example conversation, the thinking probe, and
-        for a template given on the command line the "test" verification); TemplateLoadError if one fails."""
+    def startup_check(self, template_kwargs: dict[str, str] | None = None) -> None:
+        """Render what llama-server renders before it serves; TemplateLoadError if one fails: for a template given
+        on the command line, its check without a model (common_chat_verify_template: a "test" message, no
+        BOS/EOS), then the example conversation and the thinking probe."""
         kwargs = SERVER_TEMPLATE_KWARGS if template_kwargs is None else template_kwargs
+        if self.override is not None:
+            bare = ChatTemplates.create(override=self.override)
+            try:
+                bare.apply(ChatInputs(messages=[ChatMessage("user", "test")]))
+            except TemplateNotReproduced:
+                raise
+            except TemplateError as e:
+                raise TemplateLoadError(e.message) from None
         runs = []
-        if verify_override:
-            runs.append(ChatInputs(messages=[ChatMessage("user", "test")]))
         runs.append(ChatInputs(messages=[ChatMessage("system", "You are a helpful assistant"),
                                          ChatMessage("user", "Hello"), ChatMessage("assistant", "Hi there"),
                                          ChatMessage("user", "How are you?")], chat_template_kwargs=dict(kwargs)))
@@ -1035,6 +1112,10 @@ class ChatTemplates:
         prompt = render()
         gp = gen_prompt()
         params.additional_stops = list(r.additional_stops)
+        if r.assistant_start:
+            params.message_delimiters.append(("assistant", _text(r.assistant_start)))
+        if r.user_start:
+            params.message_delimiters.append(("user", _text(r.user_start)))
         params.supports_thinking = r.mode != "none"
         if params.supports_thinking:
             params.thinking_start_tag = _text(_trim(r.start))
@@ -1051,7 +1132,18 @@ class ChatTemplates:
             prompt += gp
         return prompt, gp
 
-    def reasoning(self, tmpl: ChatTemplate) -> Reasoning:
+    # -- the architecture's short form
+    def render(self, messages: list, add_generation_prompt: bool = True) -> str:
+        """The prompt for OpenAI-style messages (dicts) or ChatMessages, with the server's defaults; request
+        validation and options are bankml.chat_request's job."""
+        if messages and isinstance(messages[0], dict):
+            from .chat_request import parse_messages
+            messages = parse_messages(messages)
+        return self.apply(ChatInputs(messages=list(messages), add_generation_prompt=add_generation_prompt,
+                                     enable_thinking=False,
+                                     chat_template_kwargs=dict(SERVER_TEMPLATE_KWARGS))).prompt
+
+    def reasoning(self, tmpl: ParsedTemplate) -> Reasoning:
         """The autoparser's reasoning markers for a template (computed once)."""
         key = id(tmpl)
         if key not in self._reasoning:
@@ -1059,9 +1151,35 @@ class ChatTemplates:
         return self._reasoning[key]
 
 
+_DELIMITERS = {
+    "gpt-oss": [("assistant", "<|start|>assistant"), ("user", "<|start|>user"), ("system", "<|start|>developer"),
+                ("system", "<|start|>system"), ("tool", "<|start|>functions")],
+    "cohere2moe": [("assistant", "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"),
+                   ("user", "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"),
+                   ("tool", "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TOOL_RESULT|>"),
+                   ("system", "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>")],
+    "deepseek-v3.2": [("assistant", "<｜Assistant｜>"), ("user", "<｜User｜>")],
+    "gemma4": [("user", "<|turn>user"), ("assistant", "<|turn>model")],
+    "kimi-k3": [("assistant", '<|open|>message role="assistant"<|sep|>'), ("user", '<|open|>message role="user"<|sep|>'),
+                ("tool", '<|open|>message role="tool"'), ("system", '<|open|>message role="system"')],
+    "ling-3": [("assistant", "<role>ASSISTANT</role>"), ("user", "<role>HUMAN</role>"),
+               ("tool", "<role>OBSERVATION</role>"), ("system", "<role>SYSTEM</role>")],
+    "minicpm5": [("assistant", "<|im_start|>assistant"), ("tool", "<|im_start|>user\n<tool_response>"),
+                 ("user", "<|im_start|>user"), ("system", "<|im_start|>system")],
+    "minimax-m3": [("assistant", "]~b]ai"), ("user", "]~b]user"), ("tool", "]~b]tool"), ("system", "]~b]developer"),
+                   ("system", "]~b]system")],
+    "muse-glimmer": [("assistant", "<|start|>assistant"), ("user", "<|start|>user"), ("system", "<|start|>system"),
+                     ("tool", "<|start|>tool")],
+    "qwen3-coder": [("assistant", "<|im_start|>assistant"), ("tool", "<|im_start|>user\n<tool_response>"),
+                    ("tool", "<|im_start|>tool_response"), ("user", "<|im_start|>user"),
+                    ("system", "<|im_start|>system")],
+}
+
+
 def _specialized(handler, tmpl, messages, render, gen_prompt, add_gen, has_cont, want_content, rc, content,
                  json_schema, params):
     p = params
+    p.message_delimiters = list(_DELIMITERS.get(handler, []))
     if handler == "ministral-3":
         adj = _ministral_messages(messages)
         prompt = render(adj, normalize=False)
@@ -1284,3 +1402,7 @@ def vocab_facts(header) -> dict:
     return {"bos_text": text("tokenizer.ggml.bos_token_id"), "eos_text": text("tokenizer.ggml.eos_token_id"),
             "add_bos": bool(header.get("tokenizer.ggml.add_bos_token")),
             "add_eos": bool(header.get("tokenizer.ggml.add_eos_token", False))}
+
+
+# the name docs/architecture.md gives the template object
+ChatTemplate = ChatTemplates

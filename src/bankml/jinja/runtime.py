@@ -14,13 +14,20 @@ Semantics worth knowing (all the reference's, all different from Jinja2):
 
 from __future__ import annotations
 
+import sys
 import time as _time
 
 from . import values as V
 from .errors import (BreakSignal, ContinueSignal, TemplateCrash, TemplateNotImplemented, TemplateRuntimeError,
                      line_col, peak_source)
 from .values import (Args, JStr, VArray, VBool, VFloat, VFunc, VInt, VKwarg, VNone, VObject, VStr, VTuple,
-                     VUndefined, fail, mark_used)
+                     VUndefined, fail)
+
+
+# Each template nesting level costs a few Python frames: allow templates a few hundred levels (recursive macros)
+# before refusing them, as llama.cpp's C++ stack would. Raised once, never lowered.
+if sys.getrecursionlimit() < 4000:
+    sys.setrecursionlimit(4000)
 
 
 class Context:

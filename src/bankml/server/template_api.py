@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from ..chat_request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
