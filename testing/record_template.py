@@ -113,6 +113,38 @@ def record_files(name: str, texts: list[str], bodies: list[dict]) -> None:
     _write(rec)
 
 
+SCHEMA_TEMPLATES = ["Qwen-Qwen2.5-7B-Instruct.jinja", "openai-gpt-oss-120b.jinja", "Qwen3-Coder.jinja",
+                    "google-gemma-4-31B-it.jinja", "deepseek-ai-DeepSeek-V4.jinja", "inclusionai-ling-3.0-flash.jinja"]
+SCHEMA_BODIES = [
+    {"json_schema": {"type": "object", "properties": {"a": {"type": "integer"}}}},
+    {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "array"}}}},
+    {"json_schema": {"type": "nonsense"}},
+    {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}}},
+    {"json_schema": {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}},
+    {"json_schema": "not an object"},
+]
+
+
+def record_schemas() -> None:
+    """json_schema / response_format bodies, valid and not, for a generic template and some family handlers."""
+    bodies = []
+    for b in SCHEMA_BODIES:
+        body = {"messages": [{"role": "user", "content": "json please"}]}
+        body.update(b)
+        body["_id"] = len(bodies)
+        body["_kind"] = "schema"
+        bodies.append(body)
+    entries = []
+    for name in SCHEMA_TEMPLATES:
+        p = SDIST_TEMPLATES / name
+        cfg = {"name": "schemas", "model": "smollm2", "extra": ["--chat-template-file", str(p)], "template": name}
+        rec = record(cfg, bodies)
+        entries.append({"template": name, "template_sha256": rec["template_sha256"], "startup": rec["startup"],
+                        "results": rec["results"]})
+    _write({"config": "schema-bodies", "model": "smollm2", "args": ["--chat-template-file", "<each template>"],
+            "tz": "UTC", "templates": entries, "cases": bodies, "startup": "ok", "results": []})
+
+
 def record_engine() -> None:
     """The engine probe: testing/jinja_cases.py's snippets in one template, one request each."""
     src = probe_template()
@@ -182,6 +214,8 @@ def main(argv: list[str]) -> None:
         record_engine()
     if not argv or any(w in "broken-templates" for w in argv):
         record_files("broken-templates", BROKEN, bodies[:1])
+    if not argv or any(w in "schema-bodies" for w in argv):
+        record_schemas()
     if not argv or any(w in "quirk-templates" for w in argv):
         record_files("quirk-templates", QUIRKS, bodies[:3])
 

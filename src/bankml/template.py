@@ -1103,6 +1103,13 @@ class ChatTemplates:
                 raise TemplateApplyError("Unable to generate parser for this template. Automatic parser "
                                          "generation failed: " + e.text, 400) from None
             raise TemplateApplyError(e.text, 500) from None
+        if isinstance(json_schema, dict) and (handler is None or handler in _SCHEMA_GRAMMAR_HANDLERS):
+            err = schema_error(json_schema)
+            if err is not None:
+                if handler is None:
+                    raise TemplateApplyError("Unable to generate parser for this template. Automatic parser "
+                                             "generation failed: " + err, 400)
+                raise TemplateApplyError(err, 500)
         params.prompt = _text(prompt)
         params.generation_prompt = _text(gp)
         return params
@@ -1174,6 +1181,27 @@ _DELIMITERS = {
                     ("tool", "<|im_start|>tool_response"), ("user", "<|im_start|>user"),
                     ("system", "<|im_start|>system")],
 }
+
+
+# the handlers that build a response-format grammar (and so reject a schema the converter refuses)
+_SCHEMA_GRAMMAR_HANDLERS = frozenset(("ministral-3", "gpt-oss", "lfm2", "lfm2.5", "deepseek-v3.2", "gemma4",
+                                      "minicpm5", "minimax-m3", "qwen3-coder", "cohere2moe"))
+
+
+def schema_error(schema: dict) -> str | None:
+    """The JSON schema converter's error for `schema` (llama-server builds the response-format grammar while it
+    builds the prompt, and fails the request on it), or None when it converts."""
+    try:
+        from .grammar import json_schema as converter  # type: ignore
+    except ImportError:
+        raise TemplateNotReproduced("json_schema / response_format need bankml.grammar's JSON schema converter "
+                                    "(llama-server converts the schema here and refuses what it cannot "
+                                    "convert)") from None
+    try:
+        converter.to_gbnf(schema)
+    except Exception as e:                       # the converter's refusal, whatever its class
+        return getattr(e, "message", None) or str(e)
+    return None
 
 
 def _specialized(handler, tmpl, messages, render, gen_prompt, add_gen, has_cont, want_content, rc, content,
