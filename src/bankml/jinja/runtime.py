@@ -688,7 +688,6 @@ class For(Node):
         lv = self.loopvar
         kept = []                                            # (item, binder)
         for item in items:
-            loop_scope = scope.child()
             current = item
             if isinstance(lv, Identifier):
                 if is_object:
@@ -704,6 +703,7 @@ class For(Node):
             else:
                 raise fail(b"Invalid loop variable(s): " + lv.TYPE)
             if select is not None and test_expr is not None:
+                loop_scope = scope.child()
                 binder(loop_scope)
                 if not test_expr.execute(loop_scope).as_bool():
                     continue
@@ -714,15 +714,10 @@ class For(Node):
         n = len(kept)
         for i, (current, binder) in enumerate(kept):
             loop = VObject(has_builtins=False)
-            loop.set(b"index", VInt(i + 1))
-            loop.set(b"index0", VInt(i))
-            loop.set(b"revindex", VInt(n - i))
-            loop.set(b"revindex0", VInt(n - i - 1))
-            loop.set(b"first", VBool(i == 0))
-            loop.set(b"last", VBool(i == n - 1))
-            loop.set(b"length", VInt(n))
-            loop.set(b"previtem", kept[i - 1][0] if i > 0 else VUndefined(b"previtem"))
-            loop.set(b"nextitem", kept[i + 1][0] if i < n - 1 else VUndefined(b"nextitem"))
+            loop.d = {k: [key, v] for (k, key), v in zip(_LOOP_KEYS, (
+                VInt(i + 1), VInt(i), VInt(n - i), VInt(n - i - 1), VBool(i == 0), VBool(i == n - 1), VInt(n),
+                kept[i - 1][0] if i > 0 else VUndefined(b"previtem"),
+                kept[i + 1][0] if i < n - 1 else VUndefined(b"nextitem")))}
             scope.set(b"loop", loop)
             binder(scope)
             try:
@@ -738,6 +733,10 @@ class For(Node):
             for stmt in self.default_block:
                 results.append(stmt.execute(ctx))
         return gather_all(results)
+
+
+_LOOP_KEYS = [(("s", name), VStr(name)) for name in (b"index", b"index0", b"revindex", b"revindex0", b"first",
+                                                    b"last", b"length", b"previtem", b"nextitem")]
 
 
 def _bind_one(name: bytes, value):

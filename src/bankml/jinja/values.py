@@ -217,12 +217,16 @@ class VInt(Value):
     cpp_name = "value_int_t"
 
     def __init__(self, v: int):
-        super().__init__()
+        self.used = False
+        self.ops = None
         self.v = v
-        f = float(v)
-        if to_i64(f) != v or f >= 9223372036854775808.0:
-            f = -math.inf if v < 0 else math.inf
-        self.f = f
+        if -9007199254740992 <= v <= 9007199254740992:
+            self.f = float(v)
+        else:
+            f = float(v)
+            if to_i64(f) != v or f >= 9223372036854775808.0:
+                f = -math.inf if v < 0 else math.inf
+            self.f = f
 
     def type(self): return b"Integer"
     def as_int(self): return self.v
@@ -419,7 +423,12 @@ class VObject(Value):
             self.d[k] = [key, val]
 
     def set(self, name: bytes, val: Value) -> None:
-        self.insert(VStr(name), val)
+        k = ("s", name)
+        e = self.d.get(k)
+        if e is not None:
+            e[1] = val
+        else:
+            self.d[k] = [VStr(name), val]
 
     def at(self, key: Value, default: Value | None = None) -> Value:
         k = self._key(key)
