@@ -145,6 +145,41 @@ def record_schemas() -> None:
             "tz": "UTC", "templates": entries, "cases": bodies, "startup": "ok", "results": []})
 
 
+DELIMITER_CONVERSATIONS = [
+    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there, how are you today?"},
+     {"role": "assistant", "content": "Fine, thanks for asking."},
+     {"role": "user", "content": "Tell me a joke about cats."}, {"role": "assistant", "content": "Cats rule."},
+     {"role": "user", "content": "Another one please."}],
+    [{"role": "user", "content": "One."}, {"role": "assistant", "content": "Two."}, {"role": "user", "content": "Three."}],
+    [{"role": "user", "content": "Only one user message, a little longer than the others to move things."}],
+]
+
+
+def record_delimiters() -> None:
+    """Where the Gemma 3 (sliding-window) server cuts prompt batches: at user-message starts found with the chat
+    step's message delimiters (prompt_progress of a stream), and the token offset of every "<|im_start|>"."""
+    entries = []
+    with LlamaServer(model_path("gemma3")) as srv:
+        for msgs in DELIMITER_CONVERSATIONS:
+            _, body = srv.post_json("/apply-template", {"messages": msgs})
+            prompt = body["prompt"]
+            _, _, raw = srv.post("/v1/chat/completions", {"messages": msgs, "stream": True,
+                                                          "return_progress": True, "max_tokens": 1})
+            events = [json.loads(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
+            processed = [e["prompt_progress"]["processed"] for e in events if "prompt_progress" in e]
+            offsets = {}
+            i = prompt.find("<|im_start|>")
+            while i >= 0:
+                _, t = srv.post_json("/tokenize", {"content": prompt[:i], "add_special": True})
+                offsets[i] = len(t["tokens"])
+                i = prompt.find("<|im_start|>", i + 1)
+            _, t = srv.post_json("/tokenize", {"content": prompt, "add_special": True})
+            entries.append({"messages": msgs, "prompt": prompt, "processed": processed,
+                            "marker_tokens": [[k, v] for k, v in offsets.items()], "n_prompt": len(t["tokens"])})
+    _write({"config": "gemma3-batch-cuts", "model": "gemma3", "args": [], "tz": "UTC", "entries": entries,
+            "startup": "ok", "results": []})
+
+
 def record_engine() -> None:
     """The engine probe: testing/jinja_cases.py's snippets in one template, one request each."""
     src = probe_template()
@@ -214,6 +249,8 @@ def main(argv: list[str]) -> None:
         record_engine()
     if not argv or any(w in "broken-templates" for w in argv):
         record_files("broken-templates", BROKEN, bodies[:1])
+    if not argv or any(w in "gemma3-batch-cuts" for w in argv):
+        record_delimiters()
     if not argv or any(w in "schema-bodies" for w in argv):
         record_schemas()
     if not argv or any(w in "quirk-templates" for w in argv):

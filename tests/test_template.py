@@ -9,7 +9,8 @@ from bankml.gguf import read_header_file
 from bankml.template import (CHATML_TEMPLATE, ChatInputs, ChatMessage, ChatTemplates, TemplateLoadError,
                              TemplateNotReproduced, ToolCall, specialized_handler)
 
-RECORDS = [n for n in O.record_names() if n not in ("broken-templates", "quirk-templates", "schema-bodies")]
+RECORDS = [n for n in O.record_names()
+           if n not in ("broken-templates", "quirk-templates", "schema-bodies", "gemma3-batch-cuts")]
 
 try:
     import bankml.grammar.json_schema  # noqa: F401
@@ -223,3 +224,25 @@ def test_oracle_schema_bodies(headers):
             assert _matches(t, bodies[case_id], now, status, body), (entry["template"], case_id)
             refused += _needs_converter(t, bodies[case_id])
     assert HAVE_CONVERTER or refused == 25          # 5 schema bodies x 5 templates that convert schemas
+
+
+@pytest.mark.oracle
+def test_oracle_gemma3_batch_cuts_at_user_delimiters(headers):
+    # Gemma 3 has sliding-window attention, so llama-server cuts prompt batches where a user message starts, found
+    # with the chat step's message delimiters: the recorded prompt_progress shows those cuts
+    rec = O.load_record("gemma3-batch-cuts")
+    t = ChatTemplates.from_gguf(headers["gemma3"])
+    for entry in rec["entries"]:
+        params = t.apply(ChatInputs(messages=[ChatMessage(m["role"], m["content"]) for m in entry["messages"]],
+                                    enable_thinking=False))
+        assert params.prompt == entry["prompt"]
+        user = [d for role, d in params.message_delimiters if role == "user"]
+        assert user == ["<|im_start|>user"]
+        tokens_at = dict(entry["marker_tokens"])
+        starts, i = set(), params.prompt.find(user[0])
+        while i >= 0:
+            starts.add(tokens_at[i])
+            i = params.prompt.find(user[0], i + 1)
+        n = entry["n_prompt"]
+        cuts = set(entry["processed"]) - {0, n, n - 4, n - 4 - 512}
+        assert cuts == starts
