@@ -11,6 +11,8 @@ from bankml.gguf import read_header_file
 from bankml.server.template_api import routes
 from bankml.template import ChatTemplates
 
+pytestmark = pytest.mark.slow                   # these read the SmolLM2 model file
+
 
 class _ByteTokenizer:
     # a stand-in with the Tokenizer's call shape: one token a byte, plus BOS when add_special

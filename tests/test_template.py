@@ -50,6 +50,7 @@ def _templates(rec: dict, headers) -> ChatTemplates:
 
 
 @pytest.mark.oracle
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RECORDS)
 def test_oracle_record(name, headers):
     # every answer llama-server gave for this template: the prompt, or the error status and body
@@ -67,6 +68,7 @@ def test_oracle_record(name, headers):
 
 
 @pytest.mark.oracle
+@pytest.mark.slow
 def test_oracle_broken_templates():
     # templates llama-server refuses at startup, with the text it logs
     rec = O.load_record("broken-templates")
@@ -85,6 +87,7 @@ def test_oracle_broken_templates():
 
 
 @pytest.mark.oracle
+@pytest.mark.slow
 def test_oracle_quirk_templates(headers):
     # whole-template whitespace rules (start and end of the source, CR/LF) on a few conversations
     rec = O.load_record("quirk-templates")
@@ -212,6 +215,7 @@ def test_additional_stops_from_handlers():
 
 
 @pytest.mark.oracle
+@pytest.mark.slow
 def test_oracle_schema_bodies(headers):
     # json_schema / response_format: llama-server converts the schema while building the prompt
     rec = O.load_record("schema-bodies")
@@ -227,6 +231,7 @@ def test_oracle_schema_bodies(headers):
 
 
 @pytest.mark.oracle
+@pytest.mark.slow
 def test_oracle_gemma3_batch_cuts_at_user_delimiters(headers):
     # Gemma 3 has sliding-window attention, so llama-server cuts prompt batches where a user message starts, found
     # with the chat step's message delimiters: the recorded prompt_progress shows those cuts

@@ -11,6 +11,8 @@ import pytest
 
 from bankml import template_cli
 
+pytestmark = pytest.mark.slow                   # these read the SmolLM2 model file
+
 
 def _run(argv, stdin: str):
     out, err = io.StringIO(), io.StringIO()
@@ -56,7 +58,6 @@ def test_not_json_and_missing_model(smollm2_path, tmp_path):
     assert code == 2 and "no such model file" in err
 
 
-@pytest.mark.slow
 def test_module_entry_point(smollm2_path):
     r = subprocess.run([sys.executable, "-m", "bankml.template_cli", "-m", str(smollm2_path), "--json"],
                        input=json.dumps([{"role": "user", "content": "é"}]), capture_output=True, text=True)
