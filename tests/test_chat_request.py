@@ -38,13 +38,22 @@ def test_logprobs_and_top_logprobs(chatml):
 
 
 def test_response_format_becomes_the_json_schema(chatml):
-    req = parse_chat_request({"messages": HI, "response_format": {"type": "json_object"}}, chatml)
+    # Ling 3's handler builds no response-format grammar, so the schema is only passed on
+    ling = ChatTemplates.from_source(O.sdist_templates()["inclusionai-ling-3.0-flash.jinja"])
+    req = parse_chat_request({"messages": HI, "response_format": {"type": "json_object"}}, ling)
     assert req.json_schema == {"type": "object"}
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     req = parse_chat_request({"messages": HI, "response_format": {"type": "json_schema",
-                                                                  "json_schema": {"schema": schema}}}, chatml)
+                                                                  "json_schema": {"schema": schema}}}, ling)
     assert req.json_schema == schema
     assert parse_chat_request({"messages": HI, "response_format": {"type": "text"}}, chatml).json_schema is None
+    try:
+        import bankml.grammar.json_schema  # noqa: F401
+    except ImportError:
+        # a generic template: llama-server converts the schema here; without the converter bankml refuses
+        with pytest.raises(ChatRequestError, match="need bankml.grammar") as e:
+            parse_chat_request({"messages": HI, "json_schema": schema}, chatml)
+        assert e.value.status == 501
     with pytest.raises(ChatRequestError, match="Cannot use both json_schema and grammar") as e:
         parse_chat_request({"messages": HI, "json_schema": {}, "grammar": "root ::= x"}, chatml)
     assert e.value.status == 500

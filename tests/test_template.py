@@ -149,6 +149,8 @@ def test_chatml_name_and_template_text_overrides():
     assert ChatTemplates.from_gguf(h).apply(ChatInputs()).prompt == "model"
     assert ChatTemplates.from_gguf(h, override="chatml").source() == CHATML_TEMPLATE
     assert ChatTemplates.from_gguf(h, override="{{ eos_token }}!").apply(ChatInputs()).prompt == "</s>!"
+    # with --jinja a template name other than chatml is template text: "llama3" renders as itself
+    assert ChatTemplates.from_gguf(h, override="llama3").apply(ChatInputs()).prompt == "llama3"
 
 
 def test_gguf_template_is_cut_at_nul_and_tekken_fallback():
