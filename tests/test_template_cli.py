@@ -36,9 +36,9 @@ def test_whole_body_and_json_output(smollm2_path):
     assert json.loads(out) == {"prompt": "<|im_start|>user\nhi<|im_end|>\n"}
 
 
-def test_refused_request_exits_1_with_llama_server_error(smollm2_path):
+def test_refused_request_exits_2_with_llama_server_error(smollm2_path):
     code, out, err = _run(["-m", str(smollm2_path)], json.dumps({"messages": [{"role": "user"}]}))
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert json.loads(err) == {"error": {"code": 400, "message": "All non-assistant messages must contain 'content'",
                                          "type": "invalid_request_error"}}
 
@@ -53,9 +53,9 @@ def test_template_file_that_cannot_load_exits_2(smollm2_path, tmp_path):
 
 def test_not_json_and_missing_model(smollm2_path, tmp_path):
     code, _, err = _run(["-m", str(smollm2_path)], "{oops")
-    assert code == 1 and "not JSON" in err
+    assert code == 2 and "not JSON" in err
     code, _, err = _run(["-m", str(tmp_path / "nope.gguf")], "[]")
-    assert code == 2 and "no such model file" in err
+    assert code == 1 and "no such model file" in err
 
 
 def test_module_entry_point(smollm2_path):
@@ -63,3 +63,11 @@ def test_module_entry_point(smollm2_path):
                        input=json.dumps([{"role": "user", "content": "é"}]), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"].endswith("é<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_mounted_in_the_bankml_command(smollm2_path, capsys, monkeypatch):
+    from bankml import cli
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps([{"role": "user", "content": "yo"}])))
+    assert cli.main(["chat-template", "-m", str(smollm2_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prompt"].endswith("yo<|im_end|>\n<|im_start|>assistant\n")

@@ -37,12 +37,15 @@ class GGUFTruncated(GGUFError):
 
 
 class ModelRefused(BankmlError):
-    """The guard refuses a model: `reasons` lists everything the engine cannot run or trust."""
+    """The guard refuses a model: `reasons` lists everything the engine cannot run or trust. `verdict` is the
+    guard's: "refuse", or "need_more" when the file is only cut short."""
 
-    def __init__(self, path: str, reasons: list[str]):
+    def __init__(self, path: str, reasons: list[str], verdict: str = "refuse"):
         self.path = path
         self.reasons = list(reasons)
-        super().__init__(f"{path}: refused: " + "; ".join(self.reasons))
+        self.verdict = verdict
+        what = "refused" if verdict == "refuse" else "incomplete"
+        super().__init__(f"{path}: {what}: " + "; ".join(self.reasons))
 
 
 class PinMismatch(BankmlError):

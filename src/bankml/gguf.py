@@ -35,6 +35,8 @@ MAX_DIMS = 4
 MAX_NAME = 64  # ggml's GGML_MAX_NAME: a tensor name is at most 63 bytes
 U64_MAX = (1 << 64) - 1
 I64_MAX = (1 << 63) - 1
+MAX_STRING_BYTES = 1 << 30    # gguf.cpp's GGUF_MAX_STRING_LENGTH
+MAX_ARRAY_ELEMENTS = 1 << 30  # gguf.cpp's GGUF_MAX_ARRAY_ELEMENTS
 
 
 class ValueType(IntEnum):
@@ -167,13 +169,14 @@ class _Cursor:
     """Reads little-endian values from a bytes-like object.
 
     `file_size` is the size of the whole file, or None when `buf` is a prefix of unknown length (a download
-    under way). A fixed-size read past the end of the bytes means the file is cut short (GGUFTruncated); a
-    count or length that cannot fit in the rest of the file means it is malformed (GGUFError).
+    under way). A read past the end of the bytes means the file is cut short (GGUFTruncated), and so does a
+    declared length that would fit in a longer file but not in this one; a length that no GGUF file can have
+    (past gguf.cpp's limits, or past ABSURD bytes) means the header is corrupt (GGUFError).
     """
 
     __slots__ = ("buf", "pos", "end", "file_size")
 
-    # with an unknown file size, a length past this many bytes is taken as corruption, not as truncation
+    # a declared length past this many bytes is taken as corruption, not as truncation
     ABSURD = 1 << 40
 
     def __init__(self, buf, file_size: int | None):
@@ -186,10 +189,12 @@ class _Cursor:
         return None if self.file_size is None else self.file_size - self.pos
 
     def check_fits(self, n: int, what: str, at: int) -> None:
-        """A declared length of `n` bytes must fit in the rest of the file."""
+        """A declared length of `n` bytes must be plausible and fit in the rest of the file."""
+        if n > self.ABSURD:
+            raise GGUFError(f"{what} ({n} bytes) cannot be right: no GGUF header is that large", at)
         rest = self.remaining_in_file()
-        if (rest is not None and n > rest) or n > self.ABSURD:
-            raise GGUFError(f"{what} ({n} bytes) does not fit in the rest of the file", at)
+        if rest is not None and n > rest:
+            raise GGUFTruncated(f"{what} ({n} bytes) runs past the end of the file ({rest} bytes remain)", at)
 
     def need(self, n: int, what: str) -> None:
         if n > self.end - self.pos:
@@ -218,6 +223,8 @@ class _Cursor:
     def raw_string(self, what: str) -> bytes:
         at = self.pos
         n = self.u64(what + " length")
+        if n > MAX_STRING_BYTES:
+            raise GGUFError(f"{what} is {n} bytes long; gguf.cpp refuses strings over {MAX_STRING_BYTES}", at)
         self.check_fits(n, what, at)
         self.need(n, what)
         b = bytes(self.buf[self.pos:self.pos + n])
@@ -237,6 +244,23 @@ def _value_type(cur: _Cursor, what: str) -> ValueType:
         raise GGUFError(f"{what} has unknown value type {t}", at) from None
 
 
+def _read_strings(cur: _Cursor, n: int, what: str) -> list[str]:
+    """`n` length-prefixed strings (the body of an array of strings; tokenizer vocabularies are large, so this
+    loop avoids the per-element bookkeeping of _read_value)."""
+    out = []
+    buf, unpack = cur.buf, struct.unpack_from
+    for i in range(n):
+        if cur.end - cur.pos < 8:
+            cur.need(8, f"{what}[{i}] length")
+        k = unpack("<Q", buf, cur.pos)[0]
+        if k > MAX_STRING_BYTES or k > cur.end - cur.pos - 8:
+            cur.raw_string(f"{what}[{i}]")  # raises with the precise reason
+        start = cur.pos + 8
+        out.append(str(buf[start:start + k], "utf-8", "surrogateescape"))
+        cur.pos = start + k
+    return out
+
+
 def _read_value(cur: _Cursor, vtype: ValueType, what: str, depth: int) -> Any:
     if vtype == ValueType.STRING:
         return cur.string(what)
@@ -246,19 +270,25 @@ def _read_value(cur: _Cursor, vtype: ValueType, what: str, depth: int) -> Any:
         etype = _value_type(cur, what + " element type")
         at = cur.pos
         n = cur.u64(what + " array length")
-        # every element takes at least one byte (8 for a string's length, 12 for an array's header)
+        if n > MAX_ARRAY_ELEMENTS:
+            raise GGUFError(f"{what}: array of {n} elements; gguf.cpp refuses more than {MAX_ARRAY_ELEMENTS}", at)
+        # the smallest an element can be: 8 bytes for a string's length, 12 for an array's type and length
         min_size = {ValueType.STRING: 8, ValueType.ARRAY: 12}.get(etype) or struct.calcsize(_SCALAR[etype][0])
         cur.check_fits(n * min_size, f"{what}: array of {n} elements", at)
         if etype in _SCALAR:
             fmt, dtype = _SCALAR[etype]
             size = struct.calcsize(fmt)
             cur.need(n * size, what)
-            raw = np.frombuffer(cur.buf, dtype=np.dtype(dtype).newbyteorder("<") if dtype is not np.bool_
-                                else np.uint8, count=n, offset=cur.pos)
-            arr = (raw != 0) if dtype is np.bool_ else raw.astype(dtype, copy=True)
+            if dtype is np.bool_:
+                arr = np.frombuffer(cur.buf, dtype=np.uint8, count=n, offset=cur.pos) != 0
+            else:
+                arr = np.frombuffer(cur.buf, dtype=np.dtype(dtype).newbyteorder("<"), count=n,
+                                    offset=cur.pos).astype(dtype, copy=True)
             arr.flags.writeable = False
             cur.pos += n * size
             return arr
+        if etype == ValueType.STRING:
+            return _read_strings(cur, n, what)
         return [_read_value(cur, etype, f"{what}[{i}]", depth + 1) for i in range(n)]
     fmt, _ = _SCALAR[vtype]
     v = cur.unpack(fmt, struct.calcsize(fmt), what)
@@ -277,6 +307,13 @@ class GGUFHeader:
     alignment: int
     data_offset: int                    # where the tensor data section starts
     data_size: int                      # bytes the tensor table declares, padded
+    file_size: int | None = None        # the whole file's size, when it was known to the parser
+    header_size: int = 0                # bytes of header before the padding that precedes the data
+
+    @property
+    def data_end(self) -> int:
+        """Where the last tensor's data ends (0 when there are no tensors)."""
+        return max((t.data_offset + t.nbytes for t in self.tensors.values()), default=0)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
@@ -290,14 +327,25 @@ class GGUFHeader:
         return self.metadata.get(f"{self.architecture}.{suffix}", default)
 
 
-def parse_header(buf, file_size: int | None = None) -> GGUFHeader:
+def parse_header(buf, file_size: int | None = None, *, check_data: bool = True) -> GGUFHeader:
     """Parse a GGUF header from `buf` (bytes, mmap or memoryview holding the file, or its first bytes).
 
     `file_size`: the size of the whole file (then declared lengths are checked against it, and tensor data past
     it raises GGUFTruncated), or None when the total is unknown (then only the header is checked, and a header
-    that runs past `buf` raises GGUFTruncated: more bytes are needed).
+    that runs past `buf` raises GGUFTruncated: more bytes are needed). `check_data=False` skips the check that
+    the tensor data fits in the file (the guard makes it itself, to report it next to its other reasons).
     """
     cur = _Cursor(buf, file_size)
+    try:
+        return _parse(cur, check_data)
+    finally:
+        try:
+            cur.buf.release()
+        except BufferError:  # an array view of a failed read is still alive in the traceback
+            pass
+
+
+def _parse(cur: _Cursor, check_data: bool) -> GGUFHeader:
     cur.need(4, "magic")
     magic = bytes(cur.buf[0:4])
     if magic != GGUF_MAGIC:
@@ -307,7 +355,7 @@ def parse_header(buf, file_size: int | None = None) -> GGUFHeader:
     if version == 1:
         raise GGUFError("GGUF version 1 is no longer supported (llama.cpp reads versions 2 and 3)", 4)
     if version not in (2, 3):
-        hint = " (byte-swapped: a big-endian file?)" if version & 0xFFFF == 0 else ""
+        hint = " (byte-swapped: a big-endian file?)" if version and version & 0xFFFF == 0 else ""
         raise GGUFError(f"unknown GGUF version {version}{hint}; versions 2 and 3 are read", 4)
     at = cur.pos
     n_tensors = cur.i64("tensor count")
@@ -351,8 +399,9 @@ def parse_header(buf, file_size: int | None = None) -> GGUFHeader:
     for i in range(n_tensors):
         at = cur.pos
         name = cur.string(f"tensor {i} name")
-        if len(name.encode("utf-8", "surrogateescape")) >= MAX_NAME:
-            raise GGUFError(f"tensor {i} name is {len(name)} bytes long; ggml allows at most {MAX_NAME - 1}", at)
+        name_bytes = len(name.encode("utf-8", "surrogateescape"))
+        if name_bytes >= MAX_NAME:
+            raise GGUFError(f"tensor {i} name is {name_bytes} bytes long; ggml allows at most {MAX_NAME - 1}", at)
         if name in tensors:
             raise GGUFError(f"duplicate tensor name {name!r}", at)
         at = cur.pos
@@ -369,8 +418,11 @@ def parse_header(buf, file_size: int | None = None) -> GGUFHeader:
         n_el = 1
         for d in shape:
             n_el *= d
-        if n_el > I64_MAX:
-            raise GGUFError(f"tensor {name!r} shape {tuple(shape)} has more than 2^63 elements", at)
+        # gguf.cpp's test: each partial product of ne0..ne3 must stay below INT64_MAX
+        ne = shape + [1] * (MAX_DIMS - len(shape))
+        if n_el > 0 and (I64_MAX // ne[1] <= ne[0] or I64_MAX // ne[2] <= ne[0] * ne[1]
+                         or I64_MAX // ne[3] <= ne[0] * ne[1] * ne[2]):
+            raise GGUFError(f"tensor {name!r} shape {tuple(shape)} has 2^63 elements or more", at)
         at = cur.pos
         t = cur.i32(f"tensor {name!r} type")
         try:
@@ -400,12 +452,22 @@ def parse_header(buf, file_size: int | None = None) -> GGUFHeader:
             raise GGUFError(f"tensor {name!r}: offset plus size overflows 64 bits")
         data_size = max(data_size, end + (-end) % alignment)
         tensors[name] = TensorInfo(ti.name, ti.shape, ti.type, ti.offset, ti.nbytes, data_offset + ti.offset)
-    if cur.file_size is not None:
-        for name, ti in tensors.items():
-            if ti.data_offset + ti.nbytes > cur.file_size:
-                raise GGUFTruncated(f"tensor {name!r} data ends at byte {ti.data_offset + ti.nbytes}, past the "
-                                    f"end of the file ({cur.file_size} bytes)")
-    return GGUFHeader(version, metadata, value_types, array_types, tensors, alignment, data_offset, data_size)
+    header = GGUFHeader(version, metadata, value_types, array_types, tensors, alignment, data_offset, data_size,
+                        cur.file_size, header_end)
+    if check_data and cur.file_size is not None:
+        check_data_fits(header, cur.file_size)
+    return header
+
+
+def check_data_fits(header: GGUFHeader, file_size: int) -> None:
+    """Raise GGUFTruncated when the tensor data the header declares runs past `file_size` bytes."""
+    if header.tensors and header.data_offset > file_size:
+        raise GGUFTruncated(f"the file ends at byte {file_size}, inside the padding before the tensor data "
+                            f"(which starts at byte {header.data_offset})")
+    for name, ti in header.tensors.items():
+        if ti.data_offset + ti.nbytes > file_size:
+            raise GGUFTruncated(f"tensor {name!r} data ends at byte {ti.data_offset + ti.nbytes}, past the "
+                                f"end of the file ({file_size} bytes)")
 
 
 class GGUFFile:
@@ -444,6 +506,10 @@ class GGUFFile:
     def tensor_bytes(self, name: str) -> np.ndarray:
         """The raw bytes of a tensor as a read-only uint8 view over the mmap."""
         ti = self.header.tensors[name]
+        if ti.nbytes == 0:
+            empty = np.empty(0, dtype=np.uint8)
+            empty.flags.writeable = False
+            return empty
         return np.frombuffer(self._mm, dtype=np.uint8, count=ti.nbytes, offset=ti.data_offset)
 
     def tensor(self, name: str) -> np.ndarray:

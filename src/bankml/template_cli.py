@@ -4,10 +4,11 @@
     bankml chat-template -m MODEL.gguf --chat-template-file tmpl.jinja --json < body.json
 
 stdin holds a list of messages or a whole /v1/chat/completions body. The prompt goes to stdout as is (no added
-newline), or as `{"prompt": ...}` with --json (what /apply-template answers). A request llama-server refuses
-prints its error object on stderr and exits 1; a template llama-server would not start with exits 2.
+newline), or as `{"prompt": ...}` with --json (what /apply-template answers). Exit codes (bankml.cli's): 0 the
+prompt, 1 the model or template file cannot be read, 2 refused: stdin is not JSON, a request llama-server
+refuses (its error object on stderr), or a template llama-server would not start with.
 
-The `bankml` command mounts this with `add_parser(subparsers)`; `python -m bankml.template_cli` runs it alone.
+`bankml.cli` mounts this with `add_parser(subparsers)`; `python -m bankml.template_cli` runs it alone.
 """
 
 from __future__ import annotations
@@ -68,16 +69,19 @@ def run(args: argparse.Namespace, stdin=None, stdout=None, stderr=None) -> int:
         templates = ChatTemplates.from_gguf(header, override=override)
         templates.startup_check()
     except TemplateLoadError as e:
-        print(f"error: llama-server would not start with this template: {_safe(e.message)}", file=stderr)
+        print(f"bankml: llama-server would not start with this template: {_safe(e.message)}", file=stderr)
         return 2
-    except (OSError, BankmlError) as e:
-        print(f"error: {e}", file=stderr)
+    except OSError as e:
+        print(f"bankml: {e}", file=stderr)
+        return 1
+    except BankmlError as e:
+        print(f"bankml: {e}", file=stderr)
         return 2
     try:
         body = json.loads(stdin.read())
     except ValueError as e:
-        print(f"error: stdin is not JSON: {e}", file=stderr)
-        return 1
+        print(f"bankml: stdin is not JSON: {e}", file=stderr)
+        return 2
     if isinstance(body, list):
         body = {"messages": body}
     try:
@@ -86,10 +90,10 @@ def run(args: argparse.Namespace, stdin=None, stdout=None, stderr=None) -> int:
         err = error_body(e)
         err["error"]["message"] = _safe(err["error"]["message"])
         print(json.dumps(err, ensure_ascii=False), file=stderr)
-        return 1
+        return 2
     except TemplateError as e:
-        print(f"error: {_safe(e.message)}", file=stderr)
-        return 1
+        print(f"bankml: {_safe(e.message)}", file=stderr)
+        return 2
     if args.json:
         stdout.write(json.dumps({"prompt": _safe(req.prompt)}, ensure_ascii=False) + "\n")
     else:
