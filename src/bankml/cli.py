@@ -35,6 +35,7 @@ from .errors import BankmlError, GGUFError, GGUFTruncated, ModelRefused, PinMism
 SUBCOMMAND_MODULES: list[str] = [
     "bankml.cli",
     "bankml.tokenizer.cli",
+    "bankml.template_cli",
 ]
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED, EXIT_TRUNCATED, EXIT_PIN, EXIT_PULL = 0, 1, 2, 3, 4, 5

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..nljson import JSONParseError, loads
+from ..nljson import JSONParseError, NLError, loads, type_must_be
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -40,27 +40,6 @@ INT_MIN = -(1 << 31)
 
 class _Refusal(Exception):
     """An exception llama-server's handler wrapper turns into a 500 with this message."""
-
-
-def _type_name(v) -> str:
-    # nlohmann::json::type_name()
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "discarded"
-
-
-def _type_error(expected: str, v) -> _Refusal:
-    return _Refusal(f"[json.exception.type_error.302] type must be {expected}, but is {_type_name(v)}")
 
 
 def to_int32(v) -> int:
@@ -76,7 +55,7 @@ def to_int32(v) -> int:
         if math.isnan(v) or not (-2147483649.0 < v < 2147483648.0):
             return INT_MIN                          # cvttsd2si's answer outside int32
         return int(v)
-    raise _type_error("number", v)
+    raise type_must_be("number", v)
 
 
 def _json_bool(body: dict, key: str, default: bool) -> bool:
@@ -129,12 +108,12 @@ def _tokenize_mixed(tok, content, add_special: bool, parse_special: bool) -> lis
             first = False
         return out
     if not isinstance(content, str):
-        raise _type_error("string", content)
+        raise type_must_be("string", content)
     return tok.tokenize(content, add_special, parse_special)
 
 
 def tokenize_body(tok, body) -> dict:
-    """The answer of POST /tokenize to a parsed body (raises _Refusal)."""
+    """The answer of POST /tokenize to a parsed body (raises NLError or _Refusal: a 500 with its message)."""
     if not isinstance(body, dict) or "content" not in body:
         return {"tokens": []}
     add_special = _json_bool(body, "add_special", False)
@@ -153,12 +132,12 @@ def tokenize_body(tok, body) -> dict:
 
 
 def detokenize_body(tok, body) -> dict:
-    """The answer of POST /detokenize to a parsed body (raises _Refusal)."""
+    """The answer of POST /detokenize to a parsed body (raises NLError or _Refusal: a 500 with its message)."""
     if not isinstance(body, dict) or "tokens" not in body:
         return {"content": ""}
     tokens = body["tokens"]
     if not isinstance(tokens, list):
-        raise _type_error("array", tokens)
+        raise type_must_be("array", tokens)
     ids = [to_int32(t) for t in tokens]
     for t in ids:
         if not 0 <= t < tok.n_vocab:
@@ -187,7 +166,7 @@ async def _handle(request: Request, fn) -> Response:
     tok = request.app.state.tokenizer
     try:
         return _json_response(await run_in_threadpool(fn, tok, body))   # tokenize releases the GIL
-    except _Refusal as e:
+    except (_Refusal, NLError) as e:
         return server_error(str(e))
 
 
