@@ -34,6 +34,7 @@ from .errors import BankmlError, GGUFError, GGUFTruncated, ModelRefused, PinMism
 #: modules whose add_parser(subparsers) adds subcommands, in `bankml --help` order
 SUBCOMMAND_MODULES: list[str] = [
     "bankml.cli",
+    "bankml.tokenizer.cli",
     "bankml.template_cli",
 ]
 

@@ -1402,8 +1402,15 @@ def vocab_facts(header) -> dict:
         from .tokenizer import Tokenizer  # type: ignore
     except ImportError:
         Tokenizer = None
-    if Tokenizer is not None:
-        tok = Tokenizer.from_gguf(header)
+    from .errors import TokenizerError
+    from .gguf import GGUFHeader
+    tok = None
+    if Tokenizer is not None and isinstance(header, GGUFHeader):
+        try:
+            tok = Tokenizer.from_gguf(header)
+        except TokenizerError:   # a vocabulary the tokenizer does not load: the keys below decide, or refuse
+            tok = None
+    if tok is not None:
 
         def text(tid):
             if tid is None or tid < 0:
