@@ -84,3 +84,52 @@ int shim_set_rows(int n, int n_tokens, int kv_size, int kv_type, const float *x,
     ggml_free(ctx);
     return st == GGML_STATUS_SUCCESS ? 0 : 3;
 }
+
+/* A planned FLASH_ATTN_EXT on the caller's buffers (no copies), for benchmarks: build once, run many times. */
+typedef struct {
+    struct ggml_context *ctx;
+    struct ggml_cgraph *gf;
+    struct ggml_cplan plan;
+    void *work;
+} fa_plan_t;
+
+fa_plan_t *shim_fa_plan(int n_tokens, int n_head, int n_head_kv, int dk, int dv, int n_kv, int kv_size, int kv_type,
+                        float scale, float *q, void *kc, void *vc, uint16_t *mask, float *out, int nth) {
+    struct ggml_init_params ip = {(size_t)16 * 1024 * 1024, NULL, true};
+    fa_plan_t *p = calloc(1, sizeof(*p));
+    p->ctx = ggml_init(ip);
+    enum ggml_type t = (enum ggml_type)kv_type;
+    struct ggml_tensor *qf = ggml_new_tensor_3d(p->ctx, GGML_TYPE_F32, dk, n_head, n_tokens);
+    qf->data = q;
+    struct ggml_tensor *kcache = ggml_new_tensor_2d(p->ctx, t, (int64_t)n_head_kv * dk, kv_size);
+    struct ggml_tensor *vcache = ggml_new_tensor_2d(p->ctx, t, (int64_t)n_head_kv * dv, kv_size);
+    kcache->data = kc;
+    vcache->data = vc;
+    struct ggml_tensor *k = ggml_view_3d(p->ctx, kcache, dk, n_head_kv, n_kv, ggml_row_size(t, dk), kcache->nb[1], 0);
+    struct ggml_tensor *v = ggml_view_3d(p->ctx, vcache, dv, n_head_kv, n_kv, ggml_row_size(t, dv), vcache->nb[1], 0);
+    struct ggml_tensor *m = NULL;
+    if (mask) {
+        m = ggml_new_tensor_2d(p->ctx, GGML_TYPE_F16, n_kv, n_tokens);
+        m->data = mask;
+    }
+    struct ggml_tensor *fa = ggml_flash_attn_ext(p->ctx, ggml_permute(p->ctx, qf, 0, 2, 1, 3),
+                                                 ggml_permute(p->ctx, k, 0, 2, 1, 3),
+                                                 ggml_permute(p->ctx, v, 0, 2, 1, 3), m, scale, 0.0f, 0.0f);
+    ggml_prec_set_acc(fa, GGML_PREC_F32);
+    fa->data = out;
+    p->gf = ggml_new_graph(p->ctx);
+    ggml_build_forward_expand(p->gf, fa);
+    p->plan = ggml_graph_plan(p->gf, nth, NULL);
+    p->work = malloc(p->plan.work_size ? p->plan.work_size : 1);
+    p->plan.work_data = p->work;
+    return p;
+}
+
+int shim_fa_run(fa_plan_t *p) { return ggml_graph_compute(p->gf, &p->plan) == GGML_STATUS_SUCCESS ? 0 : 3; }
+
+void shim_fa_free(fa_plan_t *p) {
+    if (!p) return;
+    free(p->work);
+    ggml_free(p->ctx);
+    free(p);
+}

@@ -98,3 +98,36 @@ def set_rows(cache: np.ndarray, x: np.ndarray, idx, *, nth: int, n: int | None =
     rc = lib().shim_set_rows(n, x.shape[0], cache.shape[0], kv_type, _ptr(x), _ptr(idx), _ptr(cache), nth)
     if rc:
         raise RuntimeError(f"shim_set_rows failed ({rc})")
+
+
+class FlashAttnPlan:
+    """ggml_flash_attn_ext planned once on these arrays (no copies): run() recomputes out in place. Keeps
+    references to the arrays for its lifetime. For benchmarks."""
+
+    def __init__(self, q, kcache, vcache, mask, *, n_kv: int, n_head_kv: int, scale: float, nth: int):
+        L = lib()
+        if not hasattr(L, "_plan_ready"):
+            L.shim_fa_plan.restype = C.c_void_p
+            L.shim_fa_plan.argtypes = [C.c_int] * 8 + [C.c_float] + [C.c_void_p] * 5 + [C.c_int]
+            L.shim_fa_run.argtypes = [C.c_void_p]
+            L.shim_fa_run.restype = C.c_int
+            L.shim_fa_free.argtypes = [C.c_void_p]
+            L._plan_ready = True
+        self.L = L
+        self.q, self.k, self.v, self.m = q, kcache, vcache, mask
+        n_tokens, n_head, dk = q.shape
+        dv = vcache.shape[1] // n_head_kv
+        self.out = np.empty((n_tokens, n_head, dv), dtype=np.float32)
+        self.h = L.shim_fa_plan(n_tokens, n_head, n_head_kv, dk, dv, n_kv, kcache.shape[0], GGML_TYPE_F16, scale,
+                                _ptr(q), _ptr(kcache), _ptr(vcache), None if mask is None else _ptr(mask),
+                                _ptr(self.out), nth)
+
+    def run(self) -> np.ndarray:
+        if self.L.shim_fa_run(self.h):
+            raise RuntimeError("ggml_graph_compute failed")
+        return self.out
+
+    def __del__(self):
+        if getattr(self, "h", None):
+            self.L.shim_fa_free(self.h)
+            self.h = None
