@@ -18,50 +18,6 @@ static struct ggml_context *new_ctx(size_t bytes) {
     return ggml_init(ip);
 }
 
-/* Flash attention. q: float [n_tokens][n_head][dk]; kc, vc: caches of kv_size rows (type kv_type, 1 = F16,
- * 8 = Q8_0; row bytes given); mask: F16 [n_tokens][n_kv] or NULL; out: float [n_tokens][n_head][dv].
- * Returns 0 on success. */
-int shim_flash_attn(int n_tokens, int n_head, int n_head_kv, int dk, int dv, int n_kv, int kv_size, int kv_type,
-                    float scale, const float *q, const void *kc, size_t k_row_bytes, const void *vc,
-                    size_t v_row_bytes, const uint16_t *mask, float *out, int nth) {
-    size_t need = (size_t)n_tokens * n_head * (dk + dv) * 4 + (size_t)kv_size * (k_row_bytes + v_row_bytes) +
-                  (size_t)n_tokens * n_kv * 2;
-    struct ggml_context *ctx = new_ctx(need);
-    if (!ctx) return 1;
-    enum ggml_type t = (enum ggml_type)kv_type;
-
-    struct ggml_tensor *qf = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, dk, n_head, n_tokens);
-    memcpy(qf->data, q, ggml_nbytes(qf));
-    struct ggml_tensor *kcache = ggml_new_tensor_2d(ctx, t, (int64_t)n_head_kv * dk, kv_size);
-    struct ggml_tensor *vcache = ggml_new_tensor_2d(ctx, t, (int64_t)n_head_kv * dv, kv_size);
-    if (kcache->nb[1] != k_row_bytes || vcache->nb[1] != v_row_bytes) {
-        ggml_free(ctx);
-        return 2;
-    }
-    memcpy(kcache->data, kc, ggml_nbytes(kcache));
-    memcpy(vcache->data, vc, ggml_nbytes(vcache));
-
-    struct ggml_tensor *k = ggml_view_3d(ctx, kcache, dk, n_head_kv, n_kv, ggml_row_size(t, dk), kcache->nb[1], 0);
-    struct ggml_tensor *v = ggml_view_3d(ctx, vcache, dv, n_head_kv, n_kv, ggml_row_size(t, dv), vcache->nb[1], 0);
-    struct ggml_tensor *m = NULL;
-    if (mask) {
-        m = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, n_tokens);
-        memcpy(m->data, mask, ggml_nbytes(m));
-    }
-    struct ggml_tensor *qp = ggml_permute(ctx, qf, 0, 2, 1, 3);
-    struct ggml_tensor *kp = ggml_permute(ctx, k, 0, 2, 1, 3);
-    struct ggml_tensor *vp = ggml_permute(ctx, v, 0, 2, 1, 3);
-    struct ggml_tensor *fa = ggml_flash_attn_ext(ctx, qp, kp, vp, m, scale, 0.0f, 0.0f);
-    ggml_prec_set_acc(fa, GGML_PREC_F32);
-
-    struct ggml_cgraph *gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, fa);
-    enum ggml_status st = ggml_graph_compute_with_ctx(ctx, gf, nth);
-    if (st == GGML_STATUS_SUCCESS) memcpy(out, fa->data, ggml_nbytes(fa));
-    ggml_free(ctx);
-    return st == GGML_STATUS_SUCCESS ? 0 : 3;
-}
-
 /* SET_ROWS: cache (kv_size rows of type kv_type, n values each) gets row t of x (float [n_tokens][n]) at
  * row idx[t]. The cache is read and written in place. */
 int shim_set_rows(int n, int n_tokens, int kv_size, int kv_type, const float *x, const int64_t *idx, void *cache,
@@ -132,4 +88,17 @@ void shim_fa_free(fa_plan_t *p) {
     free(p->work);
     ggml_free(p->ctx);
     free(p);
+}
+
+/* Flash attention, computed once. q: float [n_tokens][n_head][dk]; kc, vc: caches of kv_size rows (type kv_type,
+ * 1 = F16, 8 = Q8_0); mask: F16 [n_tokens][n_kv] or NULL; out: float [n_tokens][n_head][dv]. Returns 0 on
+ * success. */
+int shim_flash_attn(int n_tokens, int n_head, int n_head_kv, int dk, int dv, int n_kv, int kv_size, int kv_type,
+                    float scale, float *q, void *kc, void *vc, uint16_t *mask, float *out, int nth) {
+    fa_plan_t *p = shim_fa_plan(n_tokens, n_head, n_head_kv, dk, dv, n_kv, kv_size, kv_type, scale, q, kc, vc, mask,
+                                out, nth);
+    if (!p) return 1;
+    const int rc = shim_fa_run(p);
+    shim_fa_free(p);
+    return rc;
 }

@@ -48,8 +48,7 @@ def lib():
         _shim = C.CDLL(str(_build()))
         P = C.c_void_p
         i = C.c_int
-        _shim.shim_flash_attn.argtypes = [i, i, i, i, i, i, i, i, C.c_float, P, P, C.c_size_t, P, C.c_size_t,
-                                          P, P, i]
+        _shim.shim_flash_attn.argtypes = [i, i, i, i, i, i, i, i, C.c_float, P, P, P, P, P, i]
         _shim.shim_flash_attn.restype = i
         _shim.shim_set_rows.argtypes = [i, i, i, i, P, P, P, i]
         _shim.shim_set_rows.restype = i
@@ -70,9 +69,7 @@ def flash_attn(q: np.ndarray, kcache: np.ndarray, vcache: np.ndarray, mask: np.n
     kv_size = kcache.shape[0]
     if kv_type == GGML_TYPE_F16:
         dv = dv or vcache.shape[1] // n_head_kv
-        krb, vrb = kcache.shape[1] * 2, vcache.shape[1] * 2
     else:
-        krb, vrb = kcache.shape[1], vcache.shape[1]
         dv = dv or dk
     kcache = np.ascontiguousarray(kcache)
     vcache = np.ascontiguousarray(vcache)
@@ -81,8 +78,7 @@ def flash_attn(q: np.ndarray, kcache: np.ndarray, vcache: np.ndarray, mask: np.n
         assert mask.shape == (n_tokens, n_kv)
     out = np.empty((n_tokens, n_head, dv), dtype=np.float32)
     rc = lib().shim_flash_attn(n_tokens, n_head, n_head_kv, dk, dv, n_kv, kv_size, kv_type, scale, _ptr(q),
-                               _ptr(kcache), krb, _ptr(vcache), vrb, None if mask is None else _ptr(mask),
-                               _ptr(out), nth)
+                               _ptr(kcache), _ptr(vcache), None if mask is None else _ptr(mask), _ptr(out), nth)
     if rc:
         raise RuntimeError(f"shim_flash_attn failed ({rc})")
     return out

@@ -536,6 +536,24 @@ static inline __attribute__((always_inline)) void gemm_6x8(int RM, int K, const 
     for (int i = 0; i < RM; i++) _mm256_storeu_ps(C + (size_t)i * ldc, c0[i]);
 }
 
+/* The block kernels with RM fixed, one function each (RM = 1..6). */
+typedef void (*gemm_block_fn)(int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc);
+#define GEMM_BLOCKS(RM)                                                                                           \
+    static void gemm16_##RM(int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {         \
+        gemm_6x16(RM, K, A, lda, B, ldb, C, ldc);                                                                 \
+    }                                                                                                             \
+    static void gemm8_##RM(int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {          \
+        gemm_6x8(RM, K, A, lda, B, ldb, C, ldc);                                                                  \
+    }
+GEMM_BLOCKS(1)
+GEMM_BLOCKS(2)
+GEMM_BLOCKS(3)
+GEMM_BLOCKS(4)
+GEMM_BLOCKS(5)
+GEMM_BLOCKS(6)
+static const gemm_block_fn gemm16[7] = {NULL, gemm16_1, gemm16_2, gemm16_3, gemm16_4, gemm16_5, gemm16_6};
+static const gemm_block_fn gemm8[7] = {NULL, gemm8_1, gemm8_2, gemm8_3, gemm8_4, gemm8_5, gemm8_6};
+
 /* C[M][N] += A[M][K] * B[K][N], N % 8 == 0. */
 static void gemm_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
     for (int i = 0; i < M; i += 6) {
@@ -543,26 +561,8 @@ static void gemm_acc(int M, int N, int K, const float *A, int lda, const float *
         const float *Ai = A + (size_t)i * lda;
         float *Ci = C + (size_t)i * ldc;
         int j = 0;
-        for (; j + 16 <= N; j += 16) {
-            switch (rm) {
-            case 6: gemm_6x16(6, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 5: gemm_6x16(5, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 4: gemm_6x16(4, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 3: gemm_6x16(3, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 2: gemm_6x16(2, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            default: gemm_6x16(1, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            }
-        }
-        for (; j < N; j += 8) {
-            switch (rm) {
-            case 6: gemm_6x8(6, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 5: gemm_6x8(5, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 4: gemm_6x8(4, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 3: gemm_6x8(3, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            case 2: gemm_6x8(2, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            default: gemm_6x8(1, K, Ai, lda, B + j, ldb, Ci + j, ldc); break;
-            }
-        }
+        for (; j + 16 <= N; j += 16) gemm16[rm](K, Ai, lda, B + j, ldb, Ci + j, ldc);
+        for (; j < N; j += 8) gemm8[rm](K, Ai, lda, B + j, ldb, Ci + j, ldc);
     }
 }
 
