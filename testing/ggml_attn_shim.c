@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #include "ggml.h"
 #include "ggml-cpu.h"
@@ -101,4 +102,33 @@ int shim_flash_attn(int n_tokens, int n_head, int n_head_kv, int dk, int dv, int
     const int rc = shim_fa_run(p);
     shim_fa_free(p);
     return rc;
+}
+
+/* The Hadamard rotation as llama.cpp asks for it (llama_mul_mat_hadamard): MUL_MAT of an n x n matrix with
+ * the hint GGML_HINT_SRC0_IS_HADAMARD, which the CPU backend computes as ggml_compute_forward_fwht (it reads
+ * only the second operand). x: float [n_rows][n]; out: float [n_rows][n]. */
+int shim_fwht(int n, int n_rows, const float *x, float *out, int nth) {
+    struct ggml_context *ctx = new_ctx((size_t)n * n * 4 + (size_t)n * n_rows * 8);
+    if (!ctx) return 1;
+    struct ggml_tensor *rot = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, n);
+    float *h = (float *)rot->data;
+    h[0] = 1.0f / sqrtf((float)n);
+    for (int s = 1; s < n; s *= 2)
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j < s; j++) {
+                const float val = h[i * n + j];
+                h[(i + s) * n + j] = val;
+                h[i * n + j + s] = val;
+                h[(i + s) * n + j + s] = -val;
+            }
+    struct ggml_tensor *src = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, n_rows);
+    memcpy(src->data, x, ggml_nbytes(src));
+    struct ggml_tensor *r = ggml_mul_mat(ctx, rot, src);
+    ggml_mul_mat_set_hint(r, GGML_HINT_SRC0_IS_HADAMARD);
+    struct ggml_cgraph *gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, r);
+    enum ggml_status st = ggml_graph_compute_with_ctx(ctx, gf, nth);
+    if (st == GGML_STATUS_SUCCESS) memcpy(out, r->data, ggml_nbytes(r));
+    ggml_free(ctx);
+    return st == GGML_STATUS_SUCCESS ? 0 : 3;
 }

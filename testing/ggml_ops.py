@@ -52,6 +52,8 @@ def lib():
         _shim.shim_flash_attn.restype = i
         _shim.shim_set_rows.argtypes = [i, i, i, i, P, P, P, i]
         _shim.shim_set_rows.restype = i
+        _shim.shim_fwht.argtypes = [i, i, P, P, i]
+        _shim.shim_fwht.restype = i
     return _shim
 
 
@@ -94,6 +96,16 @@ def set_rows(cache: np.ndarray, x: np.ndarray, idx, *, nth: int, n: int | None =
     rc = lib().shim_set_rows(n, x.shape[0], cache.shape[0], kv_type, _ptr(x), _ptr(idx), _ptr(cache), nth)
     if rc:
         raise RuntimeError(f"shim_set_rows failed ({rc})")
+
+
+def fwht(x: np.ndarray, n: int, *, nth: int) -> np.ndarray:
+    """llama_mul_mat_hadamard on rows of n values (ggml_compute_forward_fwht), computed by the oracle."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    rc = lib().shim_fwht(n, x.size // n, _ptr(x), _ptr(out), nth)
+    if rc:
+        raise RuntimeError(f"shim_fwht failed ({rc})")
+    return out
 
 
 class FlashAttnPlan:

@@ -105,4 +105,49 @@ void bk_attn_f16_reduce(const bk_attn_f16_args *a, int ith, int nth);
 /* Convenience for one caller thread (tests, benchmarks): both phases with nth = 1. */
 void bk_attn_f16_serial(const bk_attn_f16_args *a);
 
+/* ---- Q8_0 KV cache (llama-server --cache-type-k q8_0 --cache-type-v q8_0), in attention_q8.c ----
+ *
+ * With a quantized cache llama.cpp b11192 rotates (src/llama-kv-cache.cpp attn_rot_k/attn_rot_v, when the head
+ * size is a multiple of 64 and LLAMA_ATTN_ROT_DISABLE is unset; src/llama-graph.cpp build_attn): Q and K after
+ * RoPE by a Walsh-Hadamard transform of bk_attn_rot_k_size(dk) values, V by one of 64 values, before K and V
+ * are stored and Q attends; and the attention output by the 64-value transform again before wo (the
+ * transform is its own inverse). The cache holds quantize_row_q8_0 (x86) of the rotated rows.
+ * Flash attention over a Q8_0 cache always takes ggml's one-chunk path, whatever n_tokens and n_kv: Q rounded by
+ * quantize_row_q8_0 per head, s = ggml_vec_dot_q8_0_q8_0(K, Qq), fl(s*scale), fl(+mask), online softmax with libm
+ * expf, an F32 accumulator: A = fl(A*ms) on a new maximum, A = fma(dequant(V), vs, A), S = fma(S, ms, vs);
+ * out = A * fl(1/S). No split-KV: the result does not depend on any thread count.
+ */
+
+/* In place, rows ith, ith+nth, ... of the n_rows rows of n floats (n a power of two) at x + r*row_stride:
+ * ggml_compute_forward_fwht (llama_mul_mat_hadamard): y = fl(x * fl(1/sqrtf(n))), then for len = 1, 2, 4, ..
+ * n/2 the butterflies (u, v) -> (u + v, u - v). For Q/K (n = bk_attn_rot_k_size(dk)) the rows are each head's
+ * values split in n-sized pieces: with llama.cpp's layout, n_rows = n_tokens*n_head*dk/n over a contiguous
+ * buffer (row_stride = n). Same for V and the attention output with n = 64. */
+void bk_hadamard_rows(float *x, int64_t n_rows, int n, int64_t row_stride, int ith, int nth);
+
+/* The rotation size for Q and K: the largest power of two >= 64 dividing dk (64 for dk 64, 256 for dk 256);
+ * 0 when dk % 64 != 0 (then llama.cpp does not rotate). V and the output always use 64. */
+int bk_attn_rot_k_size(int32_t dk);
+
+typedef struct bk_attn_q8_0_args {
+    int32_t n_tokens, n_head, n_head_kv, dk, dv, n_kv; /* dk, dv multiples of 32 */
+    float scale;
+
+    const float *q;       int64_t q_row, q_head;   /* floats, as for F16 (Q already rotated) */
+    const uint8_t *k;     int64_t k_cell, k_head;  /* BYTES: Q8_0 blocks of 34 bytes; llama.cpp: k_cell =
+                                                      n_head_kv*dk/32*34, k_head = dk/32*34 */
+    const uint8_t *v;     int64_t v_cell, v_head;  /* BYTES, likewise */
+    const uint16_t *mask; int64_t mask_row;        /* F16, as for F16 */
+    float *out;           int64_t out_row, out_head;
+    float *scratch;       /* bk_attn_q8_0_scratch_floats(n_head, dk, dv, nth) floats, 32-byte aligned */
+} bk_attn_q8_0_args;
+
+size_t bk_attn_q8_0_scratch_floats(int32_t n_head, int32_t dk, int32_t dv, int32_t nth);
+
+/* BK_ATTN_OK, or the first problem found (BK_ATTN_BAD_SHAPE also when dk or dv is not a multiple of 32). */
+int bk_attn_q8_0_check(const bk_attn_q8_0_args *a);
+
+/* Thread ith of nth computes its share of out; one phase, no barrier needed inside. */
+void bk_attn_q8_0(const bk_attn_q8_0_args *a, int ith, int nth);
+
 #endif

@@ -1,9 +1,11 @@
 /* llama.cpp b11192's KV-cache cell rules for one sequence, and the F16 row store (see kv.h).
  * Reference: src/llama-kv-cache.cpp (find_slot, apply_ubatch, seq_rm, get_n_kv, set_input_kq_mask),
- * src/llama-kv-cells.h, src/llama-hparams.h (is_masked_swa), ggml-cpu/ops.cpp (set_rows). */
+ * src/llama-kv-cells.h, src/llama-hparams.h (is_masked_swa), ggml-cpu/ops.cpp (set_rows; from_float of F16 and
+ * Q8_0). */
 #include "kv.h"
 
 #include "fp16.h"
+#include "quants.h"
 
 #define MASK_DROP ((uint16_t)0xFC00) /* -inf in F16 */
 
@@ -139,4 +141,10 @@ void bk_kv_store_f16(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t 
                      uint16_t *cache, int64_t cache_row, int ith, int nth) {
     for (uint32_t t = (uint32_t)ith; t < n_tokens; t += (uint32_t)nth)
         bk_fp32_to_fp16_row(x + (int64_t)t * x_row, cache + (int64_t)idxs[t] * cache_row, n);
+}
+
+void bk_kv_store_q8_0(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
+                      uint8_t *cache, int64_t cache_row_bytes, int ith, int nth) {
+    for (uint32_t t = (uint32_t)ith; t < n_tokens; t += (uint32_t)nth)
+        bk_quant_row_q8_0(x + (int64_t)t * x_row, cache + (int64_t)idxs[t] * cache_row_bytes, n);
 }

@@ -82,4 +82,9 @@ void bk_kv_mask_f16(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens,
 void bk_kv_store_f16(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
                      uint16_t *cache, int64_t cache_row, int ith, int nth);
 
+/* SET_ROWS into a Q8_0 cache: row t of x (n floats, n % 32 == 0) quantized by quantize_row_q8_0 (x86, as
+ * ggml's from_float for Q8_0) into the n/32 blocks of 34 bytes at cache + idxs[t]*cache_row_bytes. */
+void bk_kv_store_q8_0(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
+                      uint8_t *cache, int64_t cache_row_bytes, int ith, int nth);
+
 #endif

@@ -8,7 +8,7 @@ mask uint16 (F16 bits) [n_tokens, n_kv] or None; the result float32 [n_tokens, n
 
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.stdlib cimport free
 from libc.string cimport memset
 
@@ -33,6 +33,24 @@ cdef extern from "attention.h" nogil:
     int bk_attn_f16_path(int32_t n_tokens, int32_t n_kv, int32_t dv)
     size_t bk_attn_f16_scratch_floats(int32_t n_head, int32_t dk, int32_t dv, int32_t oracle_nth, int32_t nth)
     int bk_attn_f16_check(const bk_attn_f16_args *a)
+    ctypedef struct bk_attn_q8_0_args:
+        int32_t n_tokens, n_head, n_head_kv, dk, dv, n_kv
+        float scale
+        const float *q
+        int64_t q_row, q_head
+        const uint8_t *k
+        int64_t k_cell, k_head
+        const uint8_t *v
+        int64_t v_cell, v_head
+        const uint16_t *mask
+        int64_t mask_row
+        float *out
+        int64_t out_row, out_head
+        float *scratch
+    void bk_hadamard_rows(float *x, int64_t n_rows, int n, int64_t row_stride, int ith, int nth)
+    int bk_attn_rot_k_size(int32_t dk)
+    size_t bk_attn_q8_0_scratch_floats(int32_t n_head, int32_t dk, int32_t dv, int32_t nth)
+    int bk_attn_q8_0_check(const bk_attn_q8_0_args *a)
 
 cdef extern from "kv.h" nogil:
     ctypedef struct bk_kv_cells:
@@ -52,6 +70,8 @@ cdef extern from "kv.h" nogil:
                         uint16_t *mask, int64_t mask_row, int ith, int nth)
     void bk_kv_store_f16(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
                          uint16_t *cache, int64_t cache_row, int ith, int nth)
+    void bk_kv_store_q8_0(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
+                          uint8_t *cache, int64_t cache_row_bytes, int ith, int nth)
 
 cdef extern from *:
     """
@@ -74,6 +94,19 @@ cdef extern from *:
         #pragma omp parallel num_threads(nth)
         bk_kv_store_f16(x, x_row, n_tokens, n, idxs, cache, cache_row, omp_get_thread_num(), omp_get_num_threads());
     }
+    static void shim_attn_q8_run(const bk_attn_q8_0_args *a, int nth) {
+        #pragma omp parallel num_threads(nth)
+        bk_attn_q8_0(a, omp_get_thread_num(), omp_get_num_threads());
+    }
+    static void shim_store_q8_run(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n,
+                                  const uint32_t *idxs, uint8_t *cache, int64_t cache_row, int nth) {
+        #pragma omp parallel num_threads(nth)
+        bk_kv_store_q8_0(x, x_row, n_tokens, n, idxs, cache, cache_row, omp_get_thread_num(), omp_get_num_threads());
+    }
+    static void shim_hadamard_run(float *x, int64_t n_rows, int n, int nth) {
+        #pragma omp parallel num_threads(nth)
+        bk_hadamard_rows(x, n_rows, n, n, omp_get_thread_num(), omp_get_num_threads());
+    }
     static float *shim_alloc_floats(size_t n) {
         void *p = NULL;
         if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float))) return NULL;
@@ -84,6 +117,10 @@ cdef extern from *:
     void shim_store_run(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
                         uint16_t *cache, int64_t cache_row, int nth) nogil
     float *shim_alloc_floats(size_t n) nogil
+    void shim_attn_q8_run(const bk_attn_q8_0_args *a, int nth) nogil
+    void shim_store_q8_run(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
+                           uint8_t *cache, int64_t cache_row, int nth) nogil
+    void shim_hadamard_run(float *x, int64_t n_rows, int n, int nth) nogil
 
 PATH_NAMES = {0: "one_chunk", 1: "tiled", 2: "split_kv"}
 
@@ -178,6 +215,101 @@ def store_f16(cache, x, idxs, int nth=1):
         return
     with nogil:
         shim_store_run(&xa[0, 0], xa.shape[1], xa.shape[0], xa.shape[1], &ia[0], &ca[0, 0], ca.shape[1], nth)
+
+
+Q8_0_BLOCK = 34  # bytes of a Q8_0 block of 32 values
+
+
+def rot_k_size(int dk):
+    """The Hadamard size llama.cpp rotates Q and K by with a quantized cache (0: no rotation)."""
+    return bk_attn_rot_k_size(dk)
+
+
+def hadamard(x, int n, int nth=1):
+    """ggml's fwht on every n-value row of x (float32, size a multiple of n): returns a new array."""
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] y = np.array(x, dtype=np.float32).reshape(-1)
+    if n <= 0 or n & (n - 1):
+        raise ValueError(f"the Hadamard size must be a power of two, got {n}")
+    if y.shape[0] % n:
+        raise ValueError(f"{y.shape[0]} values are not rows of {n}")
+    if y.shape[0]:
+        with nogil:
+            shim_hadamard_run(&y[0], y.shape[0] // n, n, nth)
+    return y.reshape(np.shape(x))
+
+
+def store_q8_0(cache, x, idxs, int nth=1):
+    """SET_ROWS into a Q8_0 cache (uint8 [cells, n/32*34]) in place: cache[idxs[t]] = quantize_row_q8_0(x[t])."""
+    cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] ca = cache
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] xa = np.ascontiguousarray(x, dtype=np.float32)
+    cdef cnp.ndarray[cnp.uint32_t, ndim=1, mode="c"] ia = np.ascontiguousarray(idxs, dtype=np.uint32)
+    if xa.shape[1] % 32 or xa.shape[1] // 32 * Q8_0_BLOCK > ca.shape[1] or xa.shape[0] != ia.shape[0]:
+        raise ValueError(f"x {list(np.shape(x))} must have rows of a multiple of 32 values that fit the cache rows "
+                         f"({ca.shape[1]} bytes) and one row per index ({ia.shape[0]})")
+    if ia.shape[0] and ia.max() >= ca.shape[0]:
+        raise ValueError(f"a cell index {ia.max()} is outside the cache ({ca.shape[0]} cells)")
+    if ia.shape[0] == 0:
+        return
+    with nogil:
+        shim_store_q8_run(&xa[0, 0], xa.shape[1], xa.shape[0], xa.shape[1], &ia[0], &ca[0, 0], ca.shape[1], nth)
+
+
+cdef class AttentionQ8:
+    """Flash attention over a Q8_0 cache (uint8 [cells, n_head_kv*d/32*34]); scratch allocated once."""
+    cdef float *scratch
+    cdef readonly int n_head, dk, dv, nth
+
+    def __cinit__(self, int n_head, int dk, int dv, int nth=1):
+        if n_head <= 0 or dk <= 0 or dv <= 0 or dk % 32 or dv % 32:
+            raise ValueError(f"n_head > 0 and head sizes multiples of 32 needed, got {n_head}, {dk}, {dv}")
+        if nth <= 0:
+            raise ValueError(f"thread counts must be positive, got nth={nth}")
+        self.n_head, self.dk, self.dv, self.nth = n_head, dk, dv, nth
+        self.scratch = shim_alloc_floats(bk_attn_q8_0_scratch_floats(n_head, dk, dv, nth))
+        if self.scratch == NULL:
+            raise MemoryError("attention scratch")
+
+    def __dealloc__(self):
+        free(self.scratch)
+
+    def __call__(self, q, kcache, vcache, mask, int n_kv, int n_head_kv, float scale):
+        cdef cnp.ndarray[cnp.float32_t, ndim=3, mode="c"] qa = np.ascontiguousarray(q, dtype=np.float32)
+        cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] ka = np.ascontiguousarray(kcache, dtype=np.uint8)
+        cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] va = np.ascontiguousarray(vcache, dtype=np.uint8)
+        cdef cnp.ndarray[cnp.uint16_t, ndim=2, mode="c"] ma
+        cdef cnp.ndarray[cnp.float32_t, ndim=3, mode="c"] oa
+        cdef bk_attn_q8_0_args a
+        n_tokens = qa.shape[0]
+        if qa.shape[1] != self.n_head or qa.shape[2] != self.dk:
+            raise ValueError(f"q must be [n_tokens, {self.n_head}, {self.dk}], got {list(np.shape(q))}")
+        if n_head_kv <= 0 or self.n_head % n_head_kv:
+            raise ValueError(f"n_head {self.n_head} is not a multiple of n_head_kv {n_head_kv}")
+        kb, vb = self.dk // 32 * Q8_0_BLOCK, self.dv // 32 * Q8_0_BLOCK
+        if ka.shape[1] != n_head_kv * kb or va.shape[1] != n_head_kv * vb:
+            raise ValueError(f"caches must be [cells, {n_head_kv * kb}] and [cells, {n_head_kv * vb}] bytes")
+        if n_kv <= 0 or n_kv > ka.shape[0] or n_kv > va.shape[0]:
+            raise ValueError(f"n_kv {n_kv} must be in 1..{min(ka.shape[0], va.shape[0])} (the cache cells)")
+        out = np.empty((n_tokens, self.n_head, self.dv), dtype=np.float32)
+        oa = out
+        memset(&a, 0, sizeof(a))
+        a.n_tokens, a.n_head, a.n_head_kv, a.dk, a.dv, a.n_kv = n_tokens, self.n_head, n_head_kv, self.dk, self.dv, n_kv
+        a.scale = scale
+        a.q, a.q_row, a.q_head = &qa[0, 0, 0], self.n_head * self.dk, self.dk
+        a.k, a.k_cell, a.k_head = &ka[0, 0], ka.shape[1], kb
+        a.v, a.v_cell, a.v_head = &va[0, 0], va.shape[1], vb
+        if mask is not None:
+            ma = np.ascontiguousarray(mask, dtype=np.uint16)
+            if ma.shape[0] != n_tokens or ma.shape[1] < n_kv:
+                raise ValueError(f"mask must be [{n_tokens}, >= {n_kv}], got {list(np.shape(mask))}")
+            a.mask, a.mask_row = &ma[0, 0], ma.shape[1]
+        a.out, a.out_row, a.out_head = &oa[0, 0, 0], self.n_head * self.dv, self.dv
+        a.scratch = self.scratch
+        st = bk_attn_q8_0_check(&a)
+        if st:
+            raise ValueError(f"bk_attn_q8_0: {_STATUS.get(st, st)}")
+        with nogil:
+            shim_attn_q8_run(&a, self.nth)
+        return out
 
 
 cdef class KVCells:
