@@ -27,7 +27,9 @@ class _Rec(C.Structure):
                 ("n_head", C.c_int), ("n_head_kv", C.c_int), ("dk", C.c_int), ("dv", C.c_int), ("n_kv", C.c_int),
                 ("scale", C.c_float), ("q", C.POINTER(C.c_float)), ("out", C.POINTER(C.c_float)),
                 ("k", C.POINTER(C.c_uint16)), ("v", C.POINTER(C.c_uint16)), ("mask", C.POINTER(C.c_uint16)),
-                ("idxs", C.POINTER(C.c_int64)), ("n_idxs", C.c_int), ("cache_rows", C.c_int64)]
+                ("idxs", C.POINTER(C.c_int64)), ("n_idxs", C.c_int), ("cache_rows", C.c_int64),
+                ("kv_type", C.c_int), ("k_row", C.c_int64), ("v_row", C.c_int64), ("rot_n", C.c_int),
+                ("rot_rows", C.c_int)]
 
 
 _lib = None
@@ -125,10 +127,20 @@ class Trace:
                 out.append(dict(kind="set_rows", graph=r.graph, layer=r.layer,
                                 idxs=_arr(r.idxs, (r.n_idxs,), np.int64), cache_rows=r.cache_rows))
                 continue
+            if r.kind == 2:
+                shape = (r.rot_rows, r.rot_n)
+                out.append(dict(kind="rotation", graph=r.graph, layer=r.layer, n=r.rot_n,
+                                x=_arr(r.q, shape, np.float32), out=_arr(r.out, shape, np.float32)))
+                continue
             nt, nh, nhk, dk, dv, nkv = r.n_tokens, r.n_head, r.n_head_kv, r.dk, r.dv, r.n_kv
+            if r.kv_type == GGML_TYPE_F16:
+                k = _arr(r.k, (nkv, nhk * dk), np.uint16)
+                v = _arr(r.v, (nkv, nhk * dv), np.uint16)
+            else:
+                k = _arr(C.cast(r.k, C.POINTER(C.c_uint8)), (nkv, nhk * r.k_row), np.uint8)
+                v = _arr(C.cast(r.v, C.POINTER(C.c_uint8)), (nkv, nhk * r.v_row), np.uint8)
             out.append(dict(kind="fa", graph=r.graph, layer=r.layer, n_tokens=nt, n_head=nh, n_head_kv=nhk, dk=dk,
-                            dv=dv, n_kv=nkv, scale=np.float32(r.scale),
-                            q=_arr(r.q, (nt, nh, dk), np.float32),
-                            k=_arr(r.k, (nkv, nhk * dk), np.uint16), v=_arr(r.v, (nkv, nhk * dv), np.uint16),
+                            dv=dv, n_kv=nkv, scale=np.float32(r.scale), kv_type=r.kv_type,
+                            q=_arr(r.q, (nt, nh, dk), np.float32), k=k, v=v,
                             mask=_arr(r.mask, (nt, nkv), np.uint16), out=_arr(r.out, (nt, nh, dv), np.float32)))
         return out

@@ -14,7 +14,7 @@
 #include "llama.h"
 
 typedef struct {
-    int kind;     /* 0 = flash attention, 1 = set_rows */
+    int kind;     /* 0 = flash attention, 1 = set_rows, 2 = Hadamard rotation (MUL_MAT with the hint) */
     int layer;    /* FA: index of the FA node in its graph; set_rows: index of the node in its graph */
     int graph;    /* graph (ubatch) counter */
     int n_tokens, n_head, n_head_kv, dk, dv, n_kv;
@@ -24,6 +24,9 @@ typedef struct {
     int64_t *idxs;
     int n_idxs;
     int64_t cache_rows; /* set_rows: rows of the destination */
+    int kv_type;        /* FA: ggml type of K and V */
+    int64_t k_row, v_row; /* FA: bytes of one head's K / V row */
+    int rot_n, rot_rows;  /* rotation: size and rows; q = input, out = output */
 } rec_t;
 
 typedef struct {
@@ -64,20 +67,23 @@ static void copy_fa(trace_t *s, struct ggml_tensor *t) {
     r->n_kv = (int)k->ne[1];
     r->n_head_kv = (int)k->ne[2];
     r->dv = (int)v->ne[0];
+    r->kv_type = (int)k->type;
+    r->k_row = (int64_t)ggml_row_size(k->type, r->dk);
+    r->v_row = (int64_t)ggml_row_size(v->type, r->dv);
     memcpy(&r->scale, t->op_params, sizeof(float));
     r->q = malloc((size_t)r->n_tokens * r->n_head * r->dk * 4);
     for (int i = 0; i < r->n_tokens; i++)
         for (int h = 0; h < r->n_head; h++)
             memcpy(r->q + ((size_t)i * r->n_head + h) * r->dk, (char *)q->data + i * q->nb[1] + h * q->nb[2],
                    (size_t)r->dk * 4);
-    r->k = malloc((size_t)r->n_kv * r->n_head_kv * r->dk * 2);
-    r->v = malloc((size_t)r->n_kv * r->n_head_kv * r->dv * 2);
+    r->k = malloc((size_t)r->n_kv * r->n_head_kv * r->k_row);
+    r->v = malloc((size_t)r->n_kv * r->n_head_kv * r->v_row);
     for (int c = 0; c < r->n_kv; c++)
         for (int h = 0; h < r->n_head_kv; h++) {
-            memcpy(r->k + ((size_t)c * r->n_head_kv + h) * r->dk, (char *)k->data + c * k->nb[1] + h * k->nb[2],
-                   (size_t)r->dk * 2);
-            memcpy(r->v + ((size_t)c * r->n_head_kv + h) * r->dv, (char *)v->data + c * v->nb[1] + h * v->nb[2],
-                   (size_t)r->dv * 2);
+            memcpy((char *)r->k + ((size_t)c * r->n_head_kv + h) * r->k_row,
+                   (char *)k->data + c * k->nb[1] + h * k->nb[2], (size_t)r->k_row);
+            memcpy((char *)r->v + ((size_t)c * r->n_head_kv + h) * r->v_row,
+                   (char *)v->data + c * v->nb[1] + h * v->nb[2], (size_t)r->v_row);
         }
     if (m) {
         r->mask = malloc((size_t)r->n_tokens * r->n_kv * 2);
@@ -105,9 +111,30 @@ static void copy_set_rows(trace_t *s, struct ggml_tensor *t) {
     }
 }
 
+static int is_rotation(const struct ggml_tensor *t) {
+    return t->op == GGML_OP_MUL_MAT && t->op_params[1] == GGML_HINT_SRC0_IS_HADAMARD;
+}
+
+static void copy_rotation(trace_t *s, struct ggml_tensor *t) {
+    const struct ggml_tensor *x = t->src[1];
+    rec_t *r = push(s);
+    r->kind = 2;
+    r->layer = s->fa_in_graph;
+    r->rot_n = (int)x->ne[0];
+    r->rot_rows = (int)(ggml_nelements(x) / x->ne[0]);
+    r->q = malloc(ggml_nbytes(x));
+    r->out = malloc(ggml_nbytes(t));
+    memcpy(r->q, x->data, ggml_nbytes(x));   /* both contiguous: the graph reshapes them to [n, rows] */
+    memcpy(r->out, t->data, ggml_nbytes(t));
+}
+
 static bool on_eval(struct ggml_tensor *t, bool ask, void *ud) {
     trace_t *s = ud;
-    if (ask) return t->op == GGML_OP_FLASH_ATTN_EXT || t->op == GGML_OP_SET_ROWS;
+    if (ask) return t->op == GGML_OP_FLASH_ATTN_EXT || t->op == GGML_OP_SET_ROWS || is_rotation(t);
+    if (is_rotation(t)) {
+        if (want_layer(s, s->fa_in_graph)) copy_rotation(s, t);
+        return true;
+    }
     if (t->op == GGML_OP_FLASH_ATTN_EXT) {
         if (want_layer(s, s->fa_in_graph)) copy_fa(s, t);
         /* the last layer's FA ends the ubatch's graph */

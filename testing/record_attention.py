@@ -1,7 +1,7 @@
 """Record what llama.cpp b11192 computes for attention, into tests/oracle/attention/ (hashes, small JSON).
 
     PYTHONPATH=. python testing/record_attention.py            # everything
-    PYTHONPATH=. python testing/record_attention.py ops store  # some parts: ops store kv real
+    PYTHONPATH=. python testing/record_attention.py ops store  # some parts: ops store q8 kv real realq8
     PYTHONPATH=. python testing/record_attention.py kv:gemma3  # one model's KV scenarios only
 
 - ops.json: ggml_flash_attn_ext run by the oracle's libggml-cpu (testing/ggml_ops.py) on inputs regenerated from
@@ -27,7 +27,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from attention_inputs import SHAPES, make_inputs, make_store_inputs, sha256  # noqa: E402
+from attention_inputs import (SHAPES, make_inputs, make_q8_inputs, make_rot_inputs,  # noqa: E402
+                              make_store_inputs, sha256)
 
 from testing import ggml_ops  # noqa: E402
 from testing.oracle import model_path  # noqa: E402
@@ -116,6 +117,93 @@ def record_store():
                 cases.append(c)
     print(f"set_rows: {len(cases)} cases")
     return dict(oracle=ORACLE, op="ggml_set_rows F32 -> F16", cases=cases)
+
+
+def record_q8():
+    """Q8_0 cache: ggml's FLASH_ATTN_EXT over caches filled by ggml's own SET_ROWS (Q8_0), the Hadamard rotation
+    (MUL_MAT with the hint), and SET_ROWS into Q8_0."""
+    rng = np.random.default_rng(424242)
+    fa, rot, store = [], [], []
+    seed = 9000
+    for shape in ("smollm2", "gemma3", "mha128"):
+        nh, nhk, dk, dv, scale = SHAPES[shape]
+        for _ in range({"smollm2": 40, "gemma3": 20, "mha128": 10}[shape]):
+            u = rng.random()
+            nt = 1 if u < 0.5 else int(rng.choice([2, 7, 31, 64, 65, 100, 200]))
+            nkv = int(rng.choice([256, 511, 512, 513, 1024, 2048]))
+            kind = str(rng.choice(["causal", "causal_holes", "random", "none"], p=[0.6, 0.2, 0.15, 0.05]))
+            c = dict(seed=seed, shape=shape, n_tokens=nt, n_kv=nkv, kv_size=nkv, n_head=nh, n_head_kv=nhk, dk=dk,
+                     dv=dv, scale=scale, qscale=float(rng.choice([0.5, 2.0])), kvscale=float(rng.choice([0.3, 4.0])),
+                     mask=kind if not (kind.startswith("causal") and nkv < nt) else "random",
+                     nth=int(rng.integers(1, 5)))
+            seed += 1
+            q, k, v, m = make_q8_inputs(c)
+            kc = np.zeros((nkv, nhk * dk // 32 * 34), np.uint8)
+            vc = np.zeros((nkv, nhk * dv // 32 * 34), np.uint8)
+            ggml_ops.set_rows(kc, k, np.arange(nkv), nth=2, kv_type=ggml_ops.GGML_TYPE_Q8_0)
+            ggml_ops.set_rows(vc, v, np.arange(nkv), nth=2, kv_type=ggml_ops.GGML_TYPE_Q8_0)
+            out = ggml_ops.flash_attn(q, kc, vc, m, n_kv=nkv, n_head_kv=nhk, scale=np.float32(scale), nth=c["nth"],
+                                      kv_type=ggml_ops.GGML_TYPE_Q8_0, dk=dk, dv=dv)
+            c["cache_sha256"] = sha256(kc) + sha256(vc)
+            c["sha256"] = sha256(out)
+            fa.append(c)
+    for n in (64, 128, 256):
+        for rows in (1, 9, 100):
+            for xs in (1.0, 100.0, 1e-3):
+                c = dict(seed=seed, n=n, rows=rows, xscale=xs, nth=int(rng.integers(1, 4)))
+                seed += 1
+                c["sha256"] = sha256(ggml_ops.fwht(make_rot_inputs(c), n, nth=c["nth"]))
+                rot.append(c)
+    for n in (64, 192, 256, 576):
+        for nt in (1, 7, 300):
+            c = dict(seed=seed, n=n, n_tokens=nt, kv_size=max(nt, 512), xscale=float([1.0, 30.0, 1e-3][seed % 3]),
+                     nth=int(rng.integers(1, 4)))
+            seed += 1
+            _, x, idx = make_store_inputs(c)
+            cache = np.zeros((c["kv_size"], n // 32 * 34), np.uint8)
+            ggml_ops.set_rows(cache, x, idx, nth=c["nth"], kv_type=ggml_ops.GGML_TYPE_Q8_0)
+            c["sha256"] = sha256(cache)
+            store.append(c)
+    print(f"q8: {len(fa)} FA cases, {len(rot)} rotations, {len(store)} SET_ROWS")
+    return dict(oracle=ORACLE, op="Q8_0 cache: ggml_flash_attn_ext, fwht (MUL_MAT hint), ggml_set_rows F32 -> Q8_0",
+                cases=[dict(kind="fa", **c) for c in fa] + [dict(kind="rotation", **c) for c in rot] +
+                [dict(kind="store", **c) for c in store])
+
+
+def record_real_q8(stats):
+    """Real SmolLM2 and Gemma 3 with --cache-type-k/v q8_0: every rotation and FLASH_ATTN_EXT of the traced
+    layers recomputed by bankml."""
+    from bankml.engine import _attention_shim as S
+    from testing.attn_trace import GGML_TYPE_Q8_0, Trace
+
+    rng = np.random.default_rng(13)
+    for model, layers in (("smollm2", [0, 29]), ("gemma3", [0, 5])):
+        st = stats.setdefault(f"q8_0 cache, {model}", {})
+        with Trace(model_path(model), n_ctx=4096, n_threads=2, layers=layers, type_k=GGML_TYPE_Q8_0,
+                   type_v=GGML_TYPE_Q8_0) as T:
+            for n, pos in ((600, 0), (1, 600), (1, 601), (70, 602), (1, 672)):
+                T.reset()
+                T.decode(rng.integers(10, 30000, n), pos)
+                for r in T.records():
+                    if r["kind"] == "rotation":
+                        key = f"rotation {r['n']}"
+                        got = S.hadamard(r["x"], r["n"], nth=2)
+                        ok = np.array_equal(got.view(np.uint32), r["out"].view(np.uint32))
+                    elif r["kind"] == "fa":
+                        key = "fa one_chunk"
+                        ok = True
+                        for nth in (1, 2):
+                            A = S.AttentionQ8(r["n_head"], r["dk"], r["dv"], nth=nth)
+                            got = A(r["q"], r["k"], r["v"], r["mask"], r["n_kv"], r["n_head_kv"], r["scale"])
+                            ok &= np.array_equal(got.view(np.uint32), r["out"].view(np.uint32))
+                    else:
+                        continue
+                    v = st.setdefault(key, [0, 0])
+                    v[0] += int(ok)
+                    v[1] += 1
+                    if not ok:
+                        print(f"  MISMATCH q8 {model} {key}")
+    print(f"real q8: {stats}")
 
 
 # ---- KV rules through libllama ----
@@ -252,6 +340,11 @@ def record_real_threads(stats):
                     real_check(S, fa, t, stats.setdefault(f"oracle -t {t}", {}))
 
 
+REAL_NOTE = ("FLASH_ATTN_EXT inputs (and, with a Q8_0 cache, the Hadamard rotations) captured from libllama "
+             "decoding SmolLM2 and Gemma 3 (testing/attn_trace.py), recomputed by bankml's kernels with 1 and 2 "
+             "threads: counts [bit-identical, compared]. Not replayed in CI (needs the oracle).")
+
+
 def _dump(path, obj):
     """JSON with one case (or scenario) a line: small diffs when re-recorded."""
     head = {k: v for k, v in obj.items() if k not in ("cases", "scenarios")}
@@ -268,6 +361,15 @@ def main(parts):
         _dump(OUT / "ops.json", record_ops())
     if "store" in parts:
         _dump(OUT / "set_rows.json", record_store())
+    if "q8" in parts:
+        _dump(OUT / "q8_0.json", record_q8())
+    if "realq8" in parts:
+        stats = {}
+        record_real_q8(stats)
+        old = json.loads((OUT / "real_model.json").read_text()) if (OUT / "real_model.json").exists() else {}
+        counts = {**old.get("counts", {}), **stats}
+        (OUT / "real_model.json").write_text(json.dumps(dict(
+            oracle=ORACLE, note=REAL_NOTE, counts=counts), indent=1) + "\n")
     kv_models = {p.split(":", 1)[1] for p in parts if p.startswith("kv:")}
     if kv_models:
         # re-record some models' scenarios, keep the others
@@ -287,12 +389,11 @@ def main(parts):
         total = sum(v[1] for d in by_t.values() for v in d.values())
         same = sum(v[0] for d in by_t.values() for v in d.values())
         print(f"real model: {same}/{total} FLASH_ATTN_EXT outputs bit-identical: {by_t}")
-        (OUT / "real_model.json").write_text(json.dumps(dict(
-            oracle=ORACLE, note="FLASH_ATTN_EXT inputs captured from libllama decoding SmolLM2 and Gemma 3 "
-            "(testing/attn_trace.py), recomputed by bankml's kernels with 1 and 2 threads; counts of bit-identical "
-            "outputs [identical, compared] by path. Not replayed in CI (needs the oracle).",
-            counts=by_t), indent=1) + "\n")
+        old = json.loads((OUT / "real_model.json").read_text()) if (OUT / "real_model.json").exists() else {}
+        counts = {**old.get("counts", {}), **by_t}
+        (OUT / "real_model.json").write_text(json.dumps(dict(oracle=ORACLE, note=REAL_NOTE, counts=counts),
+                                                        indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main(set(sys.argv[1:]) or {"ops", "store", "kv", "real"})
+    main(set(sys.argv[1:]) or {"ops", "store", "q8", "kv", "real", "realq8"})

@@ -102,3 +102,22 @@ def make_store_inputs(case: dict):
     cache = rng.standard_normal((kvs, n)).astype(np.float16).view(np.uint16)
     idx = rng.choice(kvs, size=nt, replace=False).astype(np.int64)
     return cache, x, idx
+
+
+def make_q8_inputs(case: dict):
+    """(q, kcache, vcache, mask) for a Q8_0-cache case: the caches hold the oracle's own quantization of random
+    rows (ggml SET_ROWS), passed in as `quantize(rows) -> blocks` so that the test and the recorder each use
+    their own (bankml's, or ggml's)."""
+    rng = np.random.default_rng(case["seed"])
+    nt, nkv, kvs = case["n_tokens"], case["n_kv"], case["kv_size"]
+    nh, nhk, dk, dv = case["n_head"], case["n_head_kv"], case["dk"], case["dv"]
+    q = (rng.standard_normal((nt, nh, dk)) * case["qscale"]).astype(np.float32)
+    k = (rng.standard_normal((kvs, nhk * dk)) * case["kvscale"]).astype(np.float32)
+    v = (rng.standard_normal((kvs, nhk * dv)) * case["kvscale"]).astype(np.float32)
+    m = _mask(rng, case["mask"], nt, nkv)
+    return q, k, v, None if m is None else m.view(np.uint16)
+
+
+def make_rot_inputs(case: dict):
+    rng = np.random.default_rng(case["seed"])
+    return (rng.standard_normal((case["rows"], case["n"])) * case["xscale"]).astype(np.float32)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_inputs import make_inputs, make_store_inputs, sha256
+from attention_inputs import make_inputs, make_q8_inputs, make_rot_inputs, make_store_inputs, sha256
 from bankml.engine import _attention_shim as S
 
 
@@ -23,6 +23,10 @@ def _records(name):
 
 OPS = _records("ops.json")
 STORE = _records("set_rows.json")
+Q8 = _records("q8_0.json")
+Q8_FA = [c for c in Q8 if c["kind"] == "fa"]
+Q8_ROT = [c for c in Q8 if c["kind"] == "rotation"]
+Q8_STORE = [c for c in Q8 if c["kind"] == "store"]
 
 
 def _cost(c):
@@ -148,3 +152,61 @@ def test_paths():
     assert S.path(63, 256, 64) == "one_chunk"
     assert S.path(64, 256, 64) == "tiled"
     assert S.path(64, 256, 36) == "one_chunk"  # tiled needs dv % 8 == 0
+
+
+# ---- Q8_0 cache (llama-server --cache-type-k q8_0 --cache-type-v q8_0) ----
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", Q8_FA, ids=lambda c: f"{c['shape']}-t{c['n_tokens']}-kv{c['n_kv']}-{c['mask']}-s{c['seed']}")
+def test_q8_0_flash_attn_matches_oracle(case):
+    q, k, v, m = make_q8_inputs(case)
+    nkv, nhk, dk, dv = case["n_kv"], case["n_head_kv"], case["dk"], case["dv"]
+    kc = np.zeros((nkv, nhk * dk // 32 * 34), np.uint8)
+    vc = np.zeros((nkv, nhk * dv // 32 * 34), np.uint8)
+    S.store_q8_0(kc, k, np.arange(nkv), nth=2)
+    S.store_q8_0(vc, v, np.arange(nkv), nth=2)
+    assert sha256(kc) + sha256(vc) == case["cache_sha256"]  # the store is the oracle's too
+    A = S.AttentionQ8(case["n_head"], dk, dv, nth=2)
+    out = A(q, kc, vc, m, nkv, nhk, np.float32(case["scale"]))
+    assert sha256(out) == case["sha256"]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", Q8_ROT, ids=lambda c: f"n{c['n']}-rows{c['rows']}-x{c['xscale']}-s{c['seed']}")
+def test_hadamard_matches_oracle(case):
+    assert sha256(S.hadamard(make_rot_inputs(case), case["n"], nth=2)) == case["sha256"]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", Q8_STORE, ids=lambda c: f"n{c['n']}-t{c['n_tokens']}-s{c['seed']}")
+def test_store_q8_0_matches_set_rows(case):
+    _, x, idx = make_store_inputs(case)
+    cache = np.zeros((case["kv_size"], case["n"] // 32 * 34), np.uint8)
+    S.store_q8_0(cache, x, idx, nth=case["nth"])
+    assert sha256(cache) == case["sha256"]
+
+
+def test_hadamard_is_its_own_inverse_and_rot_sizes():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((10, 64)).astype(np.float32)
+    np.testing.assert_allclose(S.hadamard(S.hadamard(x, 64), 64), x, atol=1e-5)
+    assert [S.rot_k_size(d) for d in (64, 128, 192, 256, 80, 32)] == [64, 128, 64, 256, 0, 0]
+    with pytest.raises(ValueError, match="power of two"):
+        S.hadamard(x, 48)
+    with pytest.raises(ValueError, match="not rows of 64"):
+        S.hadamard(np.zeros(100, np.float32), 64)
+
+
+def test_q8_0_attention_refuses_bad_shapes():
+    with pytest.raises(ValueError, match="multiples of 32"):
+        S.AttentionQ8(9, 40, 64)
+    A = S.AttentionQ8(9, 64, 64)
+    q = np.zeros((1, 9, 64), np.float32)
+    kc = np.zeros((256, 3 * 68), np.uint8)
+    with pytest.raises(ValueError, match="caches must be"):
+        A(q, np.zeros((256, 100), np.uint8), kc, None, 256, 3, 0.125)
+    with pytest.raises(ValueError, match="n_kv 300 must be in"):
+        A(q, kc, kc, None, 300, 3, 0.125)
+    with pytest.raises(ValueError, match="multiple of 32 values"):
+        S.store_q8_0(kc, np.zeros((1, 40), np.float32), [0])

@@ -536,33 +536,28 @@ static inline __attribute__((always_inline)) void gemm_6x8(int RM, int K, const 
     for (int i = 0; i < RM; i++) _mm256_storeu_ps(C + (size_t)i * ldc, c0[i]);
 }
 
-/* The block kernels with RM fixed, one function each (RM = 1..6). */
-typedef void (*gemm_block_fn)(int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc);
-#define GEMM_BLOCKS(RM)                                                                                           \
-    static void gemm16_##RM(int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {         \
-        gemm_6x16(RM, K, A, lda, B, ldb, C, ldc);                                                                 \
-    }                                                                                                             \
-    static void gemm8_##RM(int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {          \
-        gemm_6x8(RM, K, A, lda, B, ldb, C, ldc);                                                                  \
+/* Call KERNEL with its row count RM as a compile-time constant (1..6). */
+#define WITH_RM(KERNEL, rm, ...)                       \
+    switch (rm) {                                      \
+    case 6: KERNEL(6, __VA_ARGS__); break;             \
+    case 5: KERNEL(5, __VA_ARGS__); break;             \
+    case 4: KERNEL(4, __VA_ARGS__); break;             \
+    case 3: KERNEL(3, __VA_ARGS__); break;             \
+    case 2: KERNEL(2, __VA_ARGS__); break;             \
+    default: KERNEL(1, __VA_ARGS__); break;            \
     }
-GEMM_BLOCKS(1)
-GEMM_BLOCKS(2)
-GEMM_BLOCKS(3)
-GEMM_BLOCKS(4)
-GEMM_BLOCKS(5)
-GEMM_BLOCKS(6)
-static const gemm_block_fn gemm16[7] = {NULL, gemm16_1, gemm16_2, gemm16_3, gemm16_4, gemm16_5, gemm16_6};
-static const gemm_block_fn gemm8[7] = {NULL, gemm8_1, gemm8_2, gemm8_3, gemm8_4, gemm8_5, gemm8_6};
 
-/* C[M][N] += A[M][K] * B[K][N], N % 8 == 0. */
-static void gemm_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
+/* C[M][N] += A[M][K] * B[K][N], N % 8 == 0. Inlined so that each call site's constant sizes and strides
+ * reach the kernels. */
+static inline __attribute__((always_inline)) void gemm_acc(int M, int N, int K, const float *A, int lda,
+                                                           const float *B, int ldb, float *C, int ldc) {
     for (int i = 0; i < M; i += 6) {
         const int rm = M - i < 6 ? M - i : 6;
         const float *Ai = A + (size_t)i * lda;
         float *Ci = C + (size_t)i * ldc;
         int j = 0;
-        for (; j + 16 <= N; j += 16) gemm16[rm](K, Ai, lda, B + j, ldb, Ci + j, ldc);
-        for (; j < N; j += 8) gemm8[rm](K, Ai, lda, B + j, ldb, Ci + j, ldc);
+        for (; j + 16 <= N; j += 16) WITH_RM(gemm_6x16, rm, K, Ai, lda, B + j, ldb, Ci + j, ldc)
+        for (; j < N; j += 8) WITH_RM(gemm_6x8, rm, K, Ai, lda, B + j, ldb, Ci + j, ldc)
     }
 }
 
