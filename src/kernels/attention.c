@@ -18,6 +18,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "act.h" /* bk_v_expf: ggml_v_expf */
 #include "fp16.h"
 
 #define PAD16(n) (((n) + 15) & ~(size_t)15)
@@ -34,36 +35,6 @@ static inline void widen_row(const uint16_t *x, float *y, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
     for (; i < n; i++) y[i] = bk_h2f(x[i]);
-}
-
-/* ggml_v_expf (vec.h, AVX2+FMA). */
-static inline __m256 v_expf(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
-    const __m256i c = _mm256_castps_si256(
-        _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(126), _CMP_GT_OQ));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-    if (!_mm256_movemask_ps(_mm256_castsi256_ps(c))) return _mm256_fmadd_ps(j, k, k);
-    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                       _mm256_set1_epi32((int)0x82000000u));
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256i d = _mm256_castps_si256(
-        _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(192), _CMP_GT_OQ));
-    return _mm256_or_ps(
-        _mm256_and_ps(_mm256_castsi256_ps(d), _mm256_mul_ps(s1, s1)),
-        _mm256_andnot_ps(_mm256_castsi256_ps(d),
-                         _mm256_or_ps(_mm256_and_ps(_mm256_castsi256_ps(c), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
-                                      _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(k, j, k)))));
 }
 
 /* Sum of 8 lanes as ggml_vec_soft_max_f32 adds them: ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)). */
@@ -689,7 +660,7 @@ static void tiled_tile(const bk_attn_f16_args *a, const tile_ws *w, int h, int t
             const __m256 vm = _mm256_set1_ps(Mnew);
             double sum = 0.0;
             for (int j = 0; j < KV; j += 8) {
-                const __m256 p = v_expf(_mm256_sub_ps(_mm256_loadu_ps(kq + j), vm));
+                const __m256 p = bk_v_expf(_mm256_sub_ps(_mm256_loadu_ps(kq + j), vm));
                 _mm256_storeu_ps(kq + j, p);
                 sum += (double)hsum8_softmax(p);
             }
