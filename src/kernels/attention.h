@@ -70,7 +70,9 @@ typedef struct bk_attn_f16_args {
     int32_t dv;         /* head size of V and of the output */
     int32_t n_kv;       /* cells attended over: cache cells 0 .. n_kv-1 (bk_kv_n_kv) */
     float scale;        /* KQ scale: 1/sqrtf(dk) for llama (0.125 at dk 64), 1.0f for Gemma 3 */
-    int32_t oracle_nth; /* the oracle's thread count (llama-server -t, 2 by default) */
+    int32_t oracle_nth; /* the oracle's thread count for this ubatch: llama.cpp computes a 1-token ubatch with
+                         * n_threads (llama-server -t) and larger ones with n_threads_batch (-tb, which
+                         * defaults to -t); 2 by default on a 2-core machine */
 
     const float *q;       int64_t q_row, q_head;
     const uint16_t *k;    int64_t k_cell, k_head;
