@@ -28,7 +28,8 @@
  *   q     IN   float   q[t*q_row + h*q_head + d]           t < n_tokens, h < n_head,    d < dk
  *   k     IN   F16     k[c*k_cell + hk*k_head + d]         c < n_kv,     hk < n_head_kv, d < dk
  *   v     IN   F16     v[c*v_cell + hk*v_head + d]         c < n_kv,     hk < n_head_kv, d < dv
- *   mask  IN   F16     mask[t*mask_row + c]                0 to keep a cell, -inf to drop it (any F16 is added)
+ *   mask  IN   F16     mask[t*mask_row + c]                0 to keep a cell, -inf to drop it (any F16 is added);
+ *                                                          NULL for none
  *   out   OUT  float   out[t*out_row + h*out_head + d]     d < dv; may not alias q, k, v, mask or scratch
  *   Query head h reads KV head h / (n_head / n_head_kv) (GQA). llama.cpp's layout: q_row = n_head*dk,
  *   q_head = dk; k_cell = n_head_kv*dk (one cache row per cell), k_head = dk; same for v; mask_row = n_kv;
@@ -101,7 +102,8 @@ int bk_attn_f16_check(const bk_attn_f16_args *a);
 void bk_attn_f16(const bk_attn_f16_args *a, int ith, int nth);
 
 /* Phase 2, thread ith of nth, only for SPLIT_KV (a no-op for the other paths): after every thread has
- * finished bk_attn_f16 on the same args, merges the partials of this thread's heads into out. */
+ * finished bk_attn_f16 on the same args (same scratch, same nth, nothing else using the scratch in between),
+ * merges the partials of this thread's heads into out. */
 void bk_attn_f16_reduce(const bk_attn_f16_args *a, int ith, int nth);
 
 /* Convenience for one caller thread (tests, benchmarks): both phases with nth = 1. */
