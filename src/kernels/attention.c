@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "act.h" /* bk_v_expf: ggml_v_expf */
+#include "attn_common.h"
 #include "fp16.h"
 
 #define PAD16(n) (((n) + 15) & ~(size_t)15)
@@ -314,23 +315,8 @@ static void one_chunk_group(const bk_attn_f16_args *a, int t, int h0, int G, int
             }
         }
         /* running max; ms scales the accumulator on a new max, vs weighs the cell */
-        for (int g = 0; g < G; g++) {
-            float M = w->M[g];
-            const float *sb = w->sb + g * OC_BLK;
-            float *msb = w->msb + g * OC_BLK, *vsb = w->vsb + g * OC_BLK;
-            for (int j = 0; j < n; j++) {
-                const float s = sb[j];
-                if (s > M) {
-                    msb[j] = expf(M - s);
-                    vsb[j] = 1.0f;
-                    M = s;
-                } else {
-                    msb[j] = 1.0f;
-                    vsb[j] = expf(s - M);
-                }
-            }
-            w->M[g] = M;
-        }
+        for (int g = 0; g < G; g++)
+            bk_attn_online_factors(w->sb + g * OC_BLK, n, &w->M[g], w->msb + g * OC_BLK, w->vsb + g * OC_BLK);
         /* the accumulators */
         if (dv != 64)
             for (int j = 0; j < n; j++) widen_row(vb + (int64_t)w->idx[j] * a->v_cell, w->vf + (size_t)j * dv, dv);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "attn_common.h"
 #include "fp16.h"
 #include "quants.h"
 
@@ -148,23 +149,8 @@ static void q8_group(const bk_attn_q8_0_args *a, int t, int h0, int G, const q8_
                 w->sb[g * Q8_BLK + j] = s + w->msb[j];
             }
         }
-        for (int g = 0; g < G; g++) {
-            float M = w->M[g];
-            const float *sb = w->sb + g * Q8_BLK;
-            float *msb = w->msb + g * Q8_BLK, *vsb = w->vsb + g * Q8_BLK;
-            for (int j = 0; j < n; j++) {
-                const float s = sb[j];
-                if (s > M) {
-                    msb[j] = expf(M - s);
-                    vsb[j] = 1.0f;
-                    M = s;
-                } else {
-                    msb[j] = 1.0f;
-                    vsb[j] = expf(s - M);
-                }
-            }
-            w->M[g] = M;
-        }
+        for (int g = 0; g < G; g++)
+            bk_attn_online_factors(w->sb + g * Q8_BLK, n, &w->M[g], w->msb + g * Q8_BLK, w->vsb + g * Q8_BLK);
         for (int j = 0; j < n; j++)
             dequant_row((const bk_block_q8_0 *)(vb + (int64_t)w->idx[j] * a->v_cell), w->vf + (size_t)j * dv, dv);
         for (int g = 0; g < G; g++) {
