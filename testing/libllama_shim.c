@@ -40,6 +40,7 @@ shim_t *shim_open(const char *path, int n_ctx, int n_batch, int n_ubatch, int n_
     cp.type_k = (enum ggml_type)type_k;
     cp.type_v = (enum ggml_type)type_v;
     cp.kv_unified = false;
+    cp.swa_full = false;  /* llama-server: common_params.swa_full defaults to false */
     cp.no_perf = true;
     s->ctx = llama_init_from_model(model, cp);
     if (!s->ctx) { llama_model_free(model); free(s); return NULL; }

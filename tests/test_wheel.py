@@ -26,6 +26,7 @@ def test_repaired_wheel_installs_and_imports(tmp_path, smollm2_path):
     assert any(n.startswith("bankml/_cpu.") and n.endswith(".so") for n in names)
     assert any(n.startswith("bankml/engine/_threads.") and n.endswith(".so") for n in names)
     assert "bankml/forks/smollm2-135m-instruct-q4_1.gguf.FORK.json" in names
+    assert "bankml/tokenizer/unicode_tables.bin" in names      # data the tokenizer loads at import
     assert any(n.startswith("bankml.libs/libgomp") for n in names)
 
     env_dir = tmp_path / "venv"
@@ -44,3 +45,6 @@ def test_repaired_wheel_installs_and_imports(tmp_path, smollm2_path):
     r = subprocess.run([str(env_dir / "bin" / "bankml"), "verify", str(smollm2_path)],
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("verified: "), r.stdout + r.stderr
+    r = subprocess.run([str(env_dir / "bin" / "bankml"), "tokenize", "-m", str(smollm2_path), "Hi"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith('{"tokens": ['), r.stdout + r.stderr

@@ -90,5 +90,4 @@ TOKENIZER_KEYS: dict[str, dict[str, tuple[str, str | None]]] = {
 }
 
 # --- chat templates -----------------------------------------------------------------------------------------
-# The template must parse with jinja2 using these extensions (llama-server --jinja renders it).
-TEMPLATE_JINJA_EXTENSIONS: tuple[str, ...] = ("jinja2.ext.loopcontrols",)
+# The template must parse with bankml.jinja, llama.cpp's own Jinja dialect (llama-server --jinja renders it).

@@ -34,6 +34,8 @@ from .errors import BankmlError, GGUFError, GGUFTruncated, ModelRefused, PinMism
 #: modules whose add_parser(subparsers) adds subcommands, in `bankml --help` order
 SUBCOMMAND_MODULES: list[str] = [
     "bankml.cli",
+    "bankml.tokenizer.cli",
+    "bankml.template_cli",
 ]
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED, EXIT_TRUNCATED, EXIT_PIN, EXIT_PULL = 0, 1, 2, 3, 4, 5

@@ -83,3 +83,24 @@ class SchemaError(BankmlError):
     def __init__(self, message: str):
         self.message = message
         super().__init__(message)
+
+
+class TokenizerError(BankmlError):
+    """A vocabulary llama.cpp would refuse to load, or a text or token it would refuse."""
+
+
+class UnsupportedTokenizer(TokenizerError):
+    """A vocabulary llama.cpp b11192 loads but bankml does not reproduce yet; `feature` names what is missing."""
+
+    def __init__(self, feature: str, why: str = "not implemented by bankml's tokenizer yet"):
+        self.feature = feature
+        super().__init__(f"{feature}: {why}")
+
+
+class InvalidToken(TokenizerError, IndexError):
+    """A token id outside the vocabulary."""
+
+    def __init__(self, token: int, n_vocab: int):
+        self.token = token
+        self.n_vocab = n_vocab
+        super().__init__(f"token id {token} is out of the vocabulary (0..{n_vocab - 1})")

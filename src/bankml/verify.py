@@ -321,13 +321,13 @@ def _check_template(h: GGUFHeader) -> list[str]:
     tmpl = h.metadata["tokenizer.chat_template"]
     if not isinstance(tmpl, str):
         return ["tokenizer.chat_template is not a string"]
-    import jinja2
+    from . import jinja  # llama.cpp's own Jinja dialect: what llama-server --jinja (and bankml) parse with
 
-    env = jinja2.Environment(extensions=list(caps.TEMPLATE_JINJA_EXTENSIONS))
     try:
-        env.parse(tmpl)
-    except jinja2.TemplateSyntaxError as e:
-        return [f"the chat template does not parse (line {e.lineno}: {e.message})"]
+        jinja.Program.parse(tmpl)
+    except jinja.JinjaError as e:
+        first = e.text.splitlines()[0] if e.text else "syntax error"
+        return [f"the chat template does not parse ({first}); llama-server refuses to start with it"]
     return []
 
 

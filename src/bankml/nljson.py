@@ -1,0 +1,655 @@
+"""nlohmann::json as llama-server b11192 uses it: the text forms of its values and errors, and its parser.
+
+1. Text forms. llama-server writes JSON values into some error messages (`Missing 'role' in message:
+{"content":"hi"}`) and reports JSON type errors with nlohmann's own wording. `dump`, `type_name`, `at`,
+`get_str`, `value` and `NLError` reproduce those texts from Python values decoded by `json.loads` (dict key
+order kept). Numbers: ints as decimal; floats with nlohmann's layout (at most 15 integer digits before switching
+to exponent form, "1.0" for integral values, two-digit exponents), with the shortest round-trip digits (Python's
+repr; nlohmann's Grisu2 agrees but for rare doubles).
+
+2. Parsing request bodies: `loads(raw)` accepts what `json::parse(body)` (strict, no comments) accepts and
+raises `JSONParseError` (an NLError) whose message is nlohmann's exception text.
+
+    value = loads(raw_bytes)        # raises JSONParseError whose str() is nlohmann's exception message
+
+What differs from Python's json module, and is reproduced here: lone surrogates ("\\ud800") are refused;
+NaN/Infinity are refused; integers wider than 64 bits and floats that overflow are refused or turned into
+doubles as nlohmann does (a double that overflows is "[json.exception.out_of_range.406] number overflow
+parsing '...'"); a UTF-8 BOM is skipped; a NUL byte ends the input (anything after it is ignored); invalid
+UTF-8 inside a string is refused; nesting has no depth limit. Error messages name the line and column (bytes
+since the last newline) and the text read since the last string or number began ("last read"), with control
+characters written <U+00XX>.
+
+Valid bodies go through Python's json (C speed) and are checked for the few things it accepts and nlohmann
+does not; only those and invalid bodies are walked by the byte-level parser below, which follows nlohmann's
+lexer (scan, scan_string, scan_number, scan_literal, skip_bom) and parser (sax_parse_internal).
+Integers come back as int (nlohmann keeps int64 / uint64; wider ones become float), floats as float.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+
+def type_name(v) -> str:
+    """nlohmann's basic_json::type_name()."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    if isinstance(v, list):
+        return "array"
+    return "number"
+
+
+class NLError(Exception):
+    """A nlohmann exception: `message` is its what() text."""
+
+    def __init__(self, message: str):
+        self.message = message
+        super().__init__(message)
+
+
+def type_must_be(kind: str, v) -> NLError:
+    return NLError(f"[json.exception.type_error.302] type must be {kind}, but is {type_name(v)}")
+
+
+def key_not_found(key: str) -> NLError:
+    return NLError(f"[json.exception.out_of_range.403] key '{key}' not found")
+
+
+def at(obj, key: str):
+    """json::at(key)."""
+    if not isinstance(obj, dict):
+        raise NLError(f"[json.exception.type_error.304] cannot use at() with {type_name(obj)}")
+    if key not in obj:
+        raise key_not_found(key)
+    return obj[key]
+
+
+def get_str(v) -> str:
+    if not isinstance(v, str):
+        raise type_must_be("string", v)
+    return v
+
+
+def value(obj, key: str, default):
+    """json::value(key, default) for a default of default's type (str or dict)."""
+    if not isinstance(obj, dict):
+        raise NLError(f"[json.exception.type_error.306] cannot use value() with {type_name(obj)}")
+    if key not in obj:
+        return default
+    v = obj[key]
+    if isinstance(default, str) and not isinstance(v, str):
+        raise type_must_be("string", v)
+    return v
+
+
+def _float(x: float) -> str:
+    if not math.isfinite(x):
+        return "null"
+    sign = "-" if math.copysign(1.0, x) < 0 else ""
+    x = abs(x)
+    if x == 0:
+        return sign + "0.0"
+    r = repr(x)
+    mant, _, exp = r.partition("e")
+    e10 = int(exp) if exp else 0
+    if "." in mant:
+        ip, fp = mant.split(".")
+    else:
+        ip, fp = mant, ""
+    digits = (ip + fp).lstrip("0")
+    # decimal exponent of the last digit: value = digits * 10^(n - k)
+    point = len(ip) + e10                     # position of the decimal point counted from the first char of ip+fp
+    lead_zeros = len(ip + fp) - len((ip + fp).lstrip("0"))
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    n = point - lead_zeros
+    if k <= n <= 15:
+        return sign + digits + "0" * (n - k) + ".0"
+    if 0 < n <= 15:
+        return sign + digits[:n] + "." + digits[n:]
+    if -4 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    e = n - 1
+    body = digits if k == 1 else digits[0] + "." + digits[1:]
+    es = "-" if e < 0 else "+"
+    return sign + body + "e" + es + ("%02d" % abs(e))
+
+
+def _str(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif o < 0x20:
+            out.append("\\u%04x" % o)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def dump(v, indent: int = -1, _lvl: int = 0) -> str:
+    """json::dump(indent): compact (',' ':') without indent, else one member a line and ': '."""
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _float(v)
+    if isinstance(v, str):
+        return _str(v)
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return "[]"
+        if indent < 0:
+            return "[" + ",".join(dump(x) for x in v) + "]"
+        pad = " " * (indent * (_lvl + 1))
+        items = ",\n".join(pad + dump(x, indent, _lvl + 1) for x in v)
+        return "[\n" + items + "\n" + " " * (indent * _lvl) + "]"
+    if isinstance(v, dict):
+        if not v:
+            return "{}"
+        if indent < 0:
+            return "{" + ",".join(_str(k) + ":" + dump(x) for k, x in v.items()) + "}"
+        pad = " " * (indent * (_lvl + 1))
+        items = ",\n".join(pad + _str(k) + ": " + dump(x, indent, _lvl + 1) for k, x in v.items())
+        return "{\n" + items + "\n" + " " * (indent * _lvl) + "}"
+    raise TypeError(f"not a JSON value: {type(v).__name__}")
+
+
+# ---- parsing request bodies ----
+
+
+class JSONParseError(NLError, ValueError):
+    """str(e) is nlohmann's exception message, e.g. "[json.exception.parse_error.101] parse error at line 1,
+    column 1: attempting to parse an empty input; ..."."""
+
+
+_CONTROL_NAMES = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM "
+                  "SUB ESC FS GS RS US").split()
+
+# token types and their names in messages
+T_UNINIT, T_TRUE, T_FALSE, T_NULL, T_STRING, T_UNSIGNED, T_INTEGER, T_FLOAT = range(8)
+T_BEGIN_ARRAY, T_BEGIN_OBJECT, T_END_ARRAY, T_END_OBJECT, T_NAME_SEP, T_VALUE_SEP = range(8, 14)
+T_PARSE_ERROR, T_END, T_LITERAL_OR_VALUE = 14, 15, 16
+_NAMES = {T_UNINIT: "<uninitialized>", T_TRUE: "true literal", T_FALSE: "false literal", T_NULL: "null literal",
+          T_STRING: "string literal", T_UNSIGNED: "number literal", T_INTEGER: "number literal",
+          T_FLOAT: "number literal", T_BEGIN_ARRAY: "'['", T_BEGIN_OBJECT: "'{'", T_END_ARRAY: "']'",
+          T_END_OBJECT: "'}'", T_NAME_SEP: "':'", T_VALUE_SEP: "','", T_PARSE_ERROR: "<parse error>",
+          T_END: "end of input", T_LITERAL_OR_VALUE: "'[', '{', or a literal"}
+_STRUCT = {0x5B: T_BEGIN_ARRAY, 0x5D: T_END_ARRAY, 0x7B: T_BEGIN_OBJECT, 0x7D: T_END_OBJECT, 0x3A: T_NAME_SEP,
+           0x2C: T_VALUE_SEP}
+_SHORT_ESCAPES = {0x08: "b", 0x09: "t", 0x0A: "n", 0x0C: "f", 0x0D: "r"}
+_ESCAPES = {0x22: 0x22, 0x5C: 0x5C, 0x2F: 0x2F, 0x62: 0x08, 0x66: 0x0C, 0x6E: 0x0A, 0x72: 0x0D, 0x74: 0x09}
+EOF = -1
+
+# runs the byte-level parser takes in one step (none holds a newline, so only the column moves): string bytes
+# other than the quote, the backslash and control characters (then cut where they stop being well-formed
+# UTF-8, whose definition nlohmann and Python share), digits, blanks
+_PLAIN_STRING_RUN = re.compile(rb'[^"\\\x00-\x1f]+')
+_DIGIT_RUN = re.compile(rb"[0-9]+")
+_CONTROL_BYTE = re.compile(rb"[\x00-\x1f]")
+_BLANK_RUN = re.compile(rb"[ \t\r]+")
+
+
+def _utf8_ranges(c: int):
+    # the continuation-byte ranges nlohmann accepts after lead byte c, or None when c cannot lead
+    if 0xC2 <= c <= 0xDF:
+        return ((0x80, 0xBF),)
+    if c == 0xE0:
+        return ((0xA0, 0xBF), (0x80, 0xBF))
+    if 0xE1 <= c <= 0xEC or c in (0xEE, 0xEF):
+        return ((0x80, 0xBF), (0x80, 0xBF))
+    if c == 0xED:
+        return ((0x80, 0x9F), (0x80, 0xBF))
+    if c == 0xF0:
+        return ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))
+    if 0xF1 <= c <= 0xF3:
+        return ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))
+    if c == 0xF4:
+        return ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))
+    return None
+
+
+class _Lexer:
+    def __init__(self, data: bytes):
+        self.data = data
+        self.i = 0                  # next byte to read
+        self.current = EOF
+        self.next_unget = False
+        self.total = 0              # chars_read_total
+        self.col = 0                # chars_read_current_line
+        self.lines = 0              # lines_read
+        self.token_string = bytearray()
+        self.buf = bytearray()      # the token's value (strings, numbers)
+        self.error = ""
+
+    def get(self) -> int:
+        self.total += 1
+        self.col += 1
+        if self.next_unget:
+            self.next_unget = False
+        elif self.i < len(self.data):
+            self.current = self.data[self.i]
+            self.i += 1
+        else:
+            self.current = EOF
+        if self.current != EOF:
+            self.token_string.append(self.current)
+        if self.current == 0x0A:
+            self.lines += 1
+            self.col = 0
+        return self.current
+
+    def unget(self) -> None:
+        self.next_unget = True
+        self.total -= 1
+        if self.col == 0:
+            if self.lines > 0:
+                self.lines -= 1
+        else:
+            self.col -= 1
+        if self.current != EOF:
+            self.token_string.pop()
+
+    def reset(self) -> None:
+        self.buf.clear()
+        self.token_string.clear()
+        self.token_string.append(self.current & 0xFF)
+
+    def position(self) -> str:
+        return f" at line {self.lines + 1}, column {self.col}"
+
+    def token_text(self) -> str:
+        # get_token_string(): control characters as <U+00XX>; bytes as they are (written out with U+FFFD
+        # where they are not UTF-8, as llama-server's error JSON does)
+        out = _CONTROL_BYTE.sub(lambda m: b"<U+%04X>" % m.group()[0], bytes(self.token_string))
+        return out.decode("utf-8", "replace")
+
+    def _fail(self, msg: str) -> int:
+        self.error = msg
+        return T_PARSE_ERROR
+
+    def scan(self) -> int:
+        if self.total == 0 and not self._skip_bom():
+            return self._fail("invalid BOM; must be 0xEF 0xBB 0xBF if given")
+        self._take_run(_BLANK_RUN)
+        while True:
+            self.get()
+            if self.current not in (0x20, 0x09, 0x0A, 0x0D):
+                break
+        c = self.current
+        if c in _STRUCT:
+            return _STRUCT[c]
+        if c == 0x74:
+            return self._literal(b"true", T_TRUE)
+        if c == 0x66:
+            return self._literal(b"false", T_FALSE)
+        if c == 0x6E:
+            return self._literal(b"null", T_NULL)
+        if c == 0x22:
+            return self._string()
+        if c == 0x2D or 0x30 <= c <= 0x39:
+            return self._number()
+        if c == 0 or c == EOF:
+            return T_END
+        return self._fail("invalid literal")
+
+    def _skip_bom(self) -> bool:
+        if self.get() == 0xEF:
+            return self.get() == 0xBB and self.get() == 0xBF
+        self.unget()
+        return True
+
+    def _literal(self, text: bytes, kind: int) -> int:
+        for k in text[1:]:
+            if self.get() != k:
+                return self._fail("invalid literal")
+        return kind
+
+    def _hex4(self) -> int:
+        cp = 0
+        for shift in (12, 8, 4, 0):
+            c = self.get()
+            if 0x30 <= c <= 0x39:
+                cp += (c - 0x30) << shift
+            elif 0x41 <= c <= 0x46:
+                cp += (c - 0x37) << shift
+            elif 0x61 <= c <= 0x66:
+                cp += (c - 0x57) << shift
+            else:
+                return -1
+        return cp
+
+    def _take_run(self, pattern, utf8: bool = False) -> bytes:
+        # consume at once the run of bytes `pattern` matches at the next read position (none of them a
+        # newline), as that many get() calls would; with utf8, only its well-formed UTF-8 prefix
+        first = b""
+        if self.next_unget:                 # the byte put back comes first (after the BOM check, a number)
+            if self.current == EOF or not pattern.fullmatch(bytes([self.current])):
+                return b""
+            self.get()
+            first = bytes([self.current])
+        m = pattern.match(self.data, self.i)
+        if m is None:
+            return first
+        run = m.group()
+        if utf8:
+            try:
+                run.decode("utf-8")
+            except UnicodeDecodeError as e:
+                run = run[:e.start]
+                if not run:
+                    return first
+        self.i += len(run)
+        self.total += len(run)
+        self.col += len(run)
+        self.token_string += run
+        self.current = run[-1]
+        return first + run
+
+    def _string(self) -> int:
+        self.reset()
+        buf = self.buf
+        while True:
+            buf += self._take_run(_PLAIN_STRING_RUN, utf8=True)
+            c = self.get()
+            if c == EOF:
+                return self._fail("invalid string: missing closing quote")
+            if c == 0x22:
+                return T_STRING
+            if c == 0x5C:
+                e = self.get()
+                if e in _ESCAPES:
+                    buf.append(_ESCAPES[e])
+                    continue
+                if e != 0x75:
+                    return self._fail("invalid string: forbidden character after backslash")
+                cp = self._hex4()
+                if cp == -1:
+                    return self._fail("invalid string: '\\u' must be followed by 4 hex digits")
+                if 0xD800 <= cp <= 0xDBFF:
+                    if self.get() == 0x5C and self.get() == 0x75:
+                        cp2 = self._hex4()
+                        if cp2 == -1:
+                            return self._fail("invalid string: '\\u' must be followed by 4 hex digits")
+                        if not 0xDC00 <= cp2 <= 0xDFFF:
+                            return self._fail("invalid string: surrogate U+D800..U+DBFF must be followed by "
+                                              "U+DC00..U+DFFF")
+                        cp = (cp << 10) + cp2 - 0x35FDC00
+                    else:
+                        return self._fail("invalid string: surrogate U+D800..U+DBFF must be followed by "
+                                          "U+DC00..U+DFFF")
+                elif 0xDC00 <= cp <= 0xDFFF:
+                    return self._fail("invalid string: surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF")
+                buf += chr(cp).encode("utf-8")
+                continue
+            if c <= 0x1F:
+                short = _SHORT_ESCAPES.get(c)
+                return self._fail(f"invalid string: control character U+{c:04X} ({_CONTROL_NAMES[c]}) must be "
+                                  f"escaped to \\u{c:04X}" + (f" or \\{short}" if short else ""))
+            if c <= 0x7F:
+                buf.append(c)
+                continue
+            ranges = _utf8_ranges(c)
+            if ranges is None:
+                return self._fail("invalid string: ill-formed UTF-8 byte")
+            buf.append(c)
+            for lo, hi in ranges:
+                d = self.get()
+                if not lo <= d <= hi:
+                    return self._fail("invalid string: ill-formed UTF-8 byte")
+                buf.append(d)
+
+    def _number(self) -> int:
+        self.reset()
+        buf = self.buf
+        kind = T_UNSIGNED
+        c = self.current
+        buf.append(c)
+        digits = range(0x30, 0x3A)
+        if c == 0x2D:
+            kind = T_INTEGER
+            c = self.get()
+            if c not in digits:
+                return self._fail("invalid number; expected digit after '-'")
+            buf.append(c)
+        if c != 0x30:                                   # leading digits
+            buf += self._take_run(_DIGIT_RUN)
+            while self.get() in digits:
+                buf.append(self.current)
+        else:
+            self.get()
+        c = self.current
+        if c == 0x2E:                                   # fraction
+            kind = T_FLOAT
+            buf.append(c)
+            if self.get() not in digits:
+                return self._fail("invalid number; expected digit after '.'")
+            buf.append(self.current)
+            while self.get() in digits:
+                buf.append(self.current)
+            c = self.current
+        if c in (0x65, 0x45):                           # exponent
+            kind = T_FLOAT
+            buf.append(c)
+            c = self.get()
+            if c in (0x2B, 0x2D):
+                buf.append(c)
+                if self.get() not in digits:
+                    return self._fail("invalid number; expected digit after exponent sign")
+            elif c not in digits:
+                return self._fail("invalid number; expected '+', '-', or digit after exponent")
+            buf.append(self.current)
+            while self.get() in digits:
+                buf.append(self.current)
+        self.unget()
+        text = bytes(buf)
+        if len(text) > 21:                              # past 64 bits whatever the digits: a double
+            kind = T_FLOAT
+        if kind == T_UNSIGNED:
+            v = int(text)
+            if v < (1 << 64):
+                self.value = v
+                return T_UNSIGNED
+        elif kind == T_INTEGER:
+            v = int(text)
+            if v >= -(1 << 63):
+                self.value = v
+                return T_INTEGER
+        self.value = float(text)
+        return T_FLOAT
+
+
+def _parse_slow(data: bytes):
+    """nlohmann's parser over the bytes: the value, or JSONParseError with its message."""
+    lx = _Lexer(data)
+    last = [T_UNINIT]
+
+    def next_token() -> int:
+        last[0] = lx.scan()
+        return last[0]
+
+    def fail(expected: int, context: str):
+        msg = "syntax error "
+        if context:
+            msg += f"while parsing {context} "
+        msg += "- "
+        if last[0] == T_PARSE_ERROR:
+            msg += f"{lx.error}; last read: '{lx.token_text()}'"
+        else:
+            msg += f"unexpected {_NAMES[last[0]]}"
+        if expected != T_UNINIT:
+            msg += f"; expected {_NAMES[expected]}"
+        raise JSONParseError(f"[json.exception.parse_error.101] parse error{lx.position()}: {msg}")
+
+    def string_value() -> str:
+        return bytes(lx.buf).decode("utf-8")
+
+    def object_key() -> str:
+        # the current token is an object's key; then ':' and the value's first token
+        if last[0] != T_STRING:
+            fail(T_STRING, "object key")
+        key = string_value()
+        if next_token() != T_NAME_SEP:
+            fail(T_NAME_SEP, "object separator")
+        next_token()
+        return key
+
+    # containers under construction: (container, pending key) pairs
+    stack: list = []
+    result = None
+    have_result = False
+
+    def put(v):
+        nonlocal result, have_result
+        if not stack:
+            result, have_result = v, True
+            return
+        top = stack[-1]
+        if isinstance(top[0], list):
+            top[0].append(v)
+        else:
+            top[0][top[1]] = v
+
+    next_token()
+    skip = False
+    while True:
+        if not skip:
+            t = last[0]
+            if t == T_BEGIN_OBJECT:
+                obj: dict = {}
+                if next_token() == T_END_OBJECT:
+                    put(obj)
+                else:
+                    key = object_key()
+                    put(obj)
+                    stack.append([obj, key])
+                    continue
+            elif t == T_BEGIN_ARRAY:
+                arr: list = []
+                put(arr)
+                if next_token() != T_END_ARRAY:
+                    stack.append([arr, None])
+                    continue
+            elif t == T_FLOAT:
+                if not math.isfinite(lx.value):
+                    raise JSONParseError("[json.exception.out_of_range.406] number overflow parsing "
+                                         f"'{lx.token_text()}'")
+                put(lx.value)
+            elif t in (T_UNSIGNED, T_INTEGER):
+                put(lx.value)
+            elif t == T_TRUE:
+                put(True)
+            elif t == T_FALSE:
+                put(False)
+            elif t == T_NULL:
+                put(None)
+            elif t == T_STRING:
+                put(string_value())
+            elif t == T_PARSE_ERROR:
+                fail(T_UNINIT, "value")
+            elif t == T_END:
+                if lx.total == 1:
+                    raise JSONParseError(f"[json.exception.parse_error.101] parse error{lx.position()}: attempting "
+                                         "to parse an empty input; check that your input string or stream "
+                                         "contains the expected JSON")
+                fail(T_LITERAL_OR_VALUE, "value")
+            else:
+                fail(T_LITERAL_OR_VALUE, "value")
+        skip = False
+        if not stack:
+            break
+        top = stack[-1]
+        if isinstance(top[0], list):
+            if next_token() == T_VALUE_SEP:
+                next_token()
+                continue
+            if last[0] == T_END_ARRAY:
+                stack.pop()
+                skip = True
+                continue
+            fail(T_END_ARRAY, "array")
+        if next_token() == T_VALUE_SEP:
+            next_token()
+            top[1] = object_key()
+            continue
+        if last[0] == T_END_OBJECT:
+            stack.pop()
+            skip = True
+            continue
+        fail(T_END_OBJECT, "object")
+    if next_token() != T_END:
+        fail(T_END, "value")
+    assert have_result
+    return result
+
+
+def _no_constant(name):
+    raise ValueError(name)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _suspicious(v) -> bool:
+    # what Python's json accepts and nlohmann does not (or reads differently)
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            if _SURROGATE.search(x):
+                return True
+        elif isinstance(x, float):
+            if not math.isfinite(x):
+                return True
+        elif isinstance(x, int) and not isinstance(x, bool):
+            if not -(1 << 63) <= x < (1 << 64):
+                return True
+        elif isinstance(x, list):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+    return False
+
+
+def loads(data: bytes | bytearray | memoryview | str):
+    """Parse a request body as llama-server does. Raises JSONParseError (str: nlohmann's message)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    data = bytes(data)
+    try:
+        if data[:1] not in (b"\xef", b"") and b"\x00" not in data:
+            v = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+            if not _suspicious(v):
+                return v
+    except (ValueError, RecursionError):
+        pass
+    return _parse_slow(data)
