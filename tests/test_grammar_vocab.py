@@ -15,12 +15,19 @@ def _pieces_sha(pieces) -> str:
     return hashlib.sha256(b"".join(len(p).to_bytes(4, "little") + p for p in pieces)).hexdigest()
 
 
+def _from_tokenizer(path):
+    from bankml.gguf import read_header_file
+    from bankml.tokenizer import Tokenizer
+    return GrammarVocab.from_tokenizer(Tokenizer.from_gguf(read_header_file(path)))
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("build", ["gguf", "tokenizer"])
 @pytest.mark.parametrize("name", ["smollm2", "gemma3"])
-def test_pieces_and_eog_match_libllama(name, request, oracle_dir):
+def test_pieces_and_eog_match_libllama(name, build, request, oracle_dir):
     path = request.getfixturevalue(f"{name}_path")
     rec = json.loads((oracle_dir / "grammar" / f"vocab_{name}.json").read_text(encoding="utf-8"))
-    v = GrammarVocab.from_gguf_file(path)
+    v = GrammarVocab.from_gguf_file(path) if build == "gguf" else _from_tokenizer(path)
     assert v.n_vocab == rec["n_vocab"]
     assert sorted(v.eog_ids) == rec["eog_ids"]
     for tid, hexpiece in rec["sample"].items():

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bankml import nljson
 from bankml.errors import SchemaError
 
 INT_MAX = 2**31 - 1
@@ -62,59 +63,10 @@ def normalize(v):
     return v
 
 
-def _format_double(x: float) -> str:
-    """nlohmann's number_float dump: shortest round-trip digits, fixed notation for decimal exponents in
-    (-4, 15], else d.ddde+XX with at least two exponent digits."""
-    if math.isnan(x) or math.isinf(x):
-        return "null"
-    if x == 0:
-        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
-    sign = "-" if x < 0 else ""
-    r = repr(abs(x))
-    mant, _, exp = r.partition("e")
-    e = int(exp) if exp else 0
-    if "." in mant:
-        ip, fp = mant.split(".")
-    else:
-        ip, fp = mant, ""
-    digits = (ip + fp).lstrip("0")
-    lead_zeros = len(ip + fp) - len((ip + fp).lstrip("0"))
-    # value = 0.<ip fp> * 10^(len(ip) + e); strip leading zeros of the digit string
-    n = len(ip) + e - lead_zeros
-    digits = digits.rstrip("0") or "0"
-    k = len(digits)
-    if k <= n <= 15:
-        return sign + digits + "0" * (n - k) + ".0"
-    if 0 < n <= 15:
-        return sign + digits[:n] + "." + digits[n:]
-    if -4 < n <= 0:
-        return sign + "0." + "0" * (-n) + digits
-    out = digits[0] + ("." + digits[1:] if k > 1 else "")
-    ee = n - 1
-    es = "-" if ee < 0 else "+"
-    ee = abs(ee)
-    return sign + out + "e" + es + (f"{ee:02d}" if ee < 100 else str(ee))
-
-
 def dump(v) -> str:
-    """nlohmann::json::dump(): compact, UTF-8 kept raw, control characters escaped."""
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if type(v) is int:
-        return str(v) if INT64_MIN <= v <= UINT64_MAX else _format_double(float(v))
-    if type(v) is float:
-        return _format_double(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, list):
-        return "[" + ",".join(dump(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + dump(x) for k, x in v.items()) + "}"
-    raise TypeError(f"not a JSON value: {type(v).__name__}")
+    """nlohmann::json::dump(): compact, UTF-8 kept raw, control characters escaped, nlohmann's number forms
+    (bankml.nljson); integers beyond int64/uint64 are doubles, as nlohmann parsed them."""
+    return nljson.dump(normalize(v))
 
 
 def _to_int32(v: int) -> int:
