@@ -96,3 +96,10 @@ def test_stream_deltas_follow_successive_parses():
     assert chat.content_delta("abc", "ab") == ""
     with pytest.raises(SchemaError, match="Invalid diff"):
         chat.content_delta("abc", "abd")
+
+
+def test_schema_error_as_the_template_step_raises_it():
+    assert chat.schema_error({"type": "object"}) is None
+    assert chat.schema_error({"type": "nonsense"}) == "JSON schema error at #: unrecognized type nonsense"
+    assert chat.schema_error({"type": "string", "pattern": "^(a$"}) == (
+        "JSON schema conversion failed:\nInvalid pattern ^(a$: unbalanced parentheses")

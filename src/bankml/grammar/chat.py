@@ -510,3 +510,14 @@ def content_delta(last: str, current: str) -> str:
             return ""
         raise SchemaError(f"Invalid diff: '{last}' not found at start of '{current}'")
     return current[len(last):]
+
+
+def schema_error(schema) -> str | None:
+    """The error common/chat.cpp's template step raises for a response-format schema, as the generic
+    autoparser raises it (a document error as "JSON schema error at ...", a converter error as "JSON schema
+    conversion failed:\\n..."), without the "Unable to generate parser ..." prefix; None when it converts."""
+    try:
+        response_format(schema, "")
+    except SchemaError as e:
+        return e.message[len(CHAT_PARSER_ERROR):] if e.message.startswith(CHAT_PARSER_ERROR) else e.message
+    return None

@@ -6,7 +6,7 @@ holds those two facts as plain data, so the compiled engine never calls back int
 
 Two ways to build one:
 - `GrammarVocab.from_tokenizer(tok)`: from `bankml.tokenizer.Tokenizer` (`token_to_piece(id, special=True)`,
-  `eog_ids`), the authority once that module is in.
+  `eog_ids`), the authority (both builds agree with libllama on SmolLM2 and gemma-3).
 - `GrammarVocab.from_gguf(header)`: a self-contained fallback that decodes the GGUF token texts as
   llama-vocab.cpp does for the two tokenizer families bankml runs (GPT-2 byte-level BPE and SentencePiece),
   and rebuilds the end-of-generation set from the special ids and the list of end-marker texts llama.cpp
