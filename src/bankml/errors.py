@@ -69,6 +69,22 @@ class UnsupportedFlag(BankmlError):
         super().__init__(f"{flag}: {why}")
 
 
+class GrammarError(BankmlError):
+    """A GBNF grammar that llama.cpp refuses (parse error, undefined rule, no root, left recursion), or one it
+    cannot run to an end (then the reason says so). llama-server answers every such grammar with 400
+    "Failed to initialize samplers: failed to parse grammar"; `str(e)` is bankml's own account of why."""
+
+
+class SchemaError(BankmlError):
+    """A JSON schema that llama.cpp's converter refuses. `message` is the exception text the oracle carries,
+    to the letter (e.g. "JSON schema conversion failed:\\nJSON schema error at #: unrecognized type x");
+    the request layer wraps it as llama-server does on /completion and on chat."""
+
+    def __init__(self, message: str):
+        self.message = message
+        super().__init__(message)
+
+
 class TokenizerError(BankmlError):
     """A vocabulary llama.cpp would refuse to load, or a text or token it would refuse."""
 

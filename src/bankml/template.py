@@ -1192,16 +1192,13 @@ def schema_error(schema: dict) -> str | None:
     """The JSON schema converter's error for `schema` (llama-server builds the response-format grammar while it
     builds the prompt, and fails the request on it), or None when it converts."""
     try:
-        from .grammar import json_schema as converter  # type: ignore
+        from .grammar import chat as grammar_chat  # type: ignore
     except ImportError:
         raise TemplateNotReproduced("json_schema / response_format need bankml.grammar's JSON schema converter "
                                     "(llama-server converts the schema here and refuses what it cannot "
                                     "convert)") from None
-    try:
-        converter.to_gbnf(schema)
-    except Exception as e:                       # the converter's refusal, whatever its class
-        return getattr(e, "message", None) or str(e)
-    return None
+    # the chat step's message: a schema-document error without the converter's "conversion failed" prefix
+    return grammar_chat.schema_error(schema)
 
 
 def _specialized(handler, tmpl, messages, render, gen_prompt, add_gen, has_cont, want_content, rc, content,
