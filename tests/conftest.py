@@ -36,6 +36,23 @@ def gemma3_path() -> Path:
     return _model("gemma3")
 
 
+def _derived(name: str) -> Path:
+    # a test model bankml's converter derives from the SmolLM2 file (bankml pull makes it; pinned by sha256)
+    from bankml import pull
+    _model("smollm2")
+    return pull.pull(name)
+
+
+@pytest.fixture(scope="session")
+def smollm2_f16_path() -> Path:
+    return _derived("smollm2-135m-instruct-f16")
+
+
+@pytest.fixture(scope="session")
+def smollm2_q8_0_path() -> Path:
+    return _derived("smollm2-135m-instruct-q8_0")
+
+
 @pytest.fixture(scope="session")
 def oracle_dir() -> Path:
     return ORACLE

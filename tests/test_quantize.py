@@ -1,0 +1,123 @@
+"""bankml.quantize: the converter's decoders and encoders against ggml-base b11192 (tests/oracle/quantize/
+ggml.json, recorded by testing/record_quantize.py), and the derived files it writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import quantize_cases as cases
+from bankml import cli, quantize as qz, verify
+from bankml.gguf import GGMLType, GGUFFile, read_header_file
+
+RECORD = json.loads((Path(__file__).parent / "oracle" / "quantize" / "ggml.json").read_text())
+
+
+def _sha(b) -> str:
+    return hashlib.sha256(bytes(b)).hexdigest()
+
+
+@pytest.mark.parametrize("tname", cases.ENCODE_TYPES)
+@pytest.mark.parametrize("case", sorted(cases.encode_cases()))
+def test_encoders_are_ggmls_reference_encoders(case, tname):
+    x = cases.encode_cases()[case]
+    assert _sha(qz.quantize(tname, x)) == RECORD["encode"][case][tname]
+
+
+@pytest.mark.parametrize("case", sorted(cases.decode_cases()))
+def test_decoders_are_ggmls_to_float(case):
+    tname, raw, rows = cases.decode_cases()[case]
+    y = qz.dequantize(GGMLType[tname], raw, rows, cases.N_PER_ROW)
+    assert y.dtype == np.float32 and y.shape == (rows, cases.N_PER_ROW)
+    assert _sha(y.tobytes()) == RECORD["decode"][case]["sha256"]
+
+
+def test_the_record_covers_every_case():
+    assert set(RECORD["encode"]) == set(cases.encode_cases())
+    assert set(RECORD["decode"]) == set(cases.decode_cases())
+
+
+def test_round_trip_on_the_grid():
+    # integers within the Q8_0 grid of each block come back exactly
+    x = cases.encode_cases()["grid"].copy()
+    x[:, ::32] = 127  # every block reaches 127, so its scale is 1
+    y = qz.dequantize(GGMLType.Q8_0, qz.quantize("Q8_0", x).reshape(-1), *x.shape)
+    np.testing.assert_array_equal(y, x)
+
+
+def test_refusals():
+    with pytest.raises(qz.QuantizeError, match="cannot write type 'Q5_K'"):
+        qz.quantize("Q5_K", np.zeros((1, 32), np.float32))
+    with pytest.raises(qz.QuantizeError, match="33 elements per row is not a multiple of 32"):
+        qz.quantize("Q8_0", np.zeros((1, 33), np.float32))
+    with pytest.raises(qz.QuantizeError, match="type Q6_K cannot be decoded"):
+        qz.dequantize(GGMLType.Q6_K, np.zeros(210, np.uint8), 1, 256)
+
+
+def _tiny(tmp_path):
+    from gguf_writer import tiny_llama
+    src = tmp_path / "tiny.gguf"
+    src.write_bytes(tiny_llama(types={"blk.0.attn_q.weight": GGMLType.Q4_1}))
+    return src
+
+
+def test_convert_a_tiny_model(tmp_path):
+    src = _tiny(tmp_path)
+    out = qz.convert(src, tmp_path / "tiny-q8_0.gguf", "q8_0")
+    h_in, h_out = read_header_file(src), read_header_file(out)
+    assert h_out.metadata["general.file_type"] == 7
+    assert [k for k in h_out.metadata if k != "general.file_type"] == \
+        [k for k in h_in.metadata if k != "general.file_type"]
+    with GGUFFile(src) as fi, GGUFFile(out) as fo:
+        assert list(fi.tensors) == list(fo.tensors)
+        for name, ti in fi.tensors.items():
+            to = fo.tensors[name]
+            assert to.shape == ti.shape
+            if len(ti.shape) < 2:
+                assert to.type == ti.type and bytes(fo.tensor_bytes(name)) == bytes(fi.tensor_bytes(name))
+            else:
+                assert to.type == GGMLType.Q8_0
+                x = qz.dequantize(ti.type, fi.tensor_bytes(name), ti.n_elements // ti.shape[0], ti.shape[0])
+                assert bytes(fo.tensor_bytes(name)) == qz.quantize("Q8_0", x).tobytes()
+    pin = verify.load_pin(verify.pin_path_beside(out))
+    assert pin["files"][0]["sha256"] == verify.sha256_file(out)
+    assert pin["provenance"]["derived_from"]["sha256"] == verify.sha256_file(src)
+    assert verify.check_pin(out)  # the pin beside it verifies
+    again = qz.convert(src, tmp_path / "again.gguf", "Q8_0")
+    assert again.read_bytes() == out.read_bytes()  # deterministic
+
+
+def test_convert_refuses_to_overwrite_its_input(tmp_path):
+    src = _tiny(tmp_path)
+    with pytest.raises(qz.QuantizeError, match="overwrite the input"):
+        qz.convert(src, src, "F16")
+
+
+def test_cli(tmp_path, capsys):
+    src = _tiny(tmp_path)
+    assert cli.main(["quantize", str(src), str(tmp_path / "t16.gguf"), "f16"]) == 0
+    assert "t16.gguf" in capsys.readouterr().out
+    assert read_header_file(tmp_path / "t16.gguf").metadata["general.file_type"] == 1
+    assert cli.main(["quantize", str(tmp_path / "missing.gguf"), str(tmp_path / "x.gguf"), "F16"]) == 1
+    assert "missing.gguf" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["quantize", str(src), str(tmp_path / "x.gguf"), "Q5_K"])
+    assert not list(tmp_path.glob(".quantize-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tname", ["F16", "Q8_0"])
+def test_smollm2_derived_files_are_ggmls(smollm2_path, tmp_path, tname):
+    # the whole file, tensor by tensor, is what ggml's to_float + ggml_quantize_chunk make of the Q4_1 model
+    rec = RECORD["files"][f"smollm2-135m-instruct-{tname.lower()}"]
+    assert verify.sha256_file(smollm2_path) == rec["source_sha256"]
+    out = qz.convert(smollm2_path, tmp_path / f"s-{tname}.gguf", tname)
+    with GGUFFile(out) as f:
+        got = {name: _sha(f.tensor_bytes(name)) for name in rec["tensors"]}
+    assert got == rec["tensors"]
+    assert out.stat().st_size == rec["bytes"] and verify.sha256_file(out) == rec["sha256"]
+    assert verify.guard(out).verdict == verify.PLAY
