@@ -47,7 +47,10 @@ void kq_mm_free(mm_plan_t *p) {
 }
 
 /* Build the node once (the weight copied, and repacked if asked); run it with kq_mm_run. NULL on failure. */
+static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void)level; (void)text; (void)ud; }
+
 mm_plan_t *kq_mm_plan(int wtype, int k, int m, int n, const void *w, int repack, int nth) {
+    ggml_log_set(quiet, NULL); /* repack.cpp logs every repacked tensor */
     mm_plan_t *p = calloc(1, sizeof(*p));
     p->be = ggml_backend_cpu_init();
     if (!p->be) goto fail;
