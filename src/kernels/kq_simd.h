@@ -32,6 +32,18 @@ static inline void bk_kq_scales_mins(const uint8_t *q, uint8_t *sc, uint8_t *mn)
     }
 }
 
+/* The same 12 bytes decoded in a register: bytes 0..7 the scales, 8..15 the mins. */
+static inline __m128i bk_kq_scales_mins16(const uint8_t *q) {
+    uint32_t u[4];
+    memcpy(u, q, 12);
+    u[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t m03 = u[1] & 0x3F3F3F3Fu;
+    u[1] = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = m03;
+    u[0] &= 0x3F3F3F3Fu;
+    return _mm_loadu_si128((const __m128i *)u);
+}
+
 /* eight int32 lanes: lane j = sum of u[4j..4j+3] * s[4j..4j+3] (u unsigned bytes, s signed) */
 static inline __m256i bk_kq_dot4_us(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));

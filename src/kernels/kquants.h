@@ -68,4 +68,9 @@ float bk_dot_q6_K_q8_K(int n, const void *x, const void *y);
 void bk_dot_q4_K_q8_K_rows(int n, float *s, int nr, const void *x, size_t bx, const void *y);
 void bk_dot_q6_K_q8_K_rows(int n, float *s, int nr, const void *x, size_t bx, const void *y);
 
+/* nr Q6_K rows against nc Q8_K activation columns (by bytes apart): s[c*s_col + r] = dot(x + r*bx, y + c*by),
+ * the same bits as the single dots; a row's decoded block is shared by four columns. */
+void bk_gemm_q6_K_q8_K(int n, float *s, int64_t s_col, int nr, int nc, const void *x, size_t bx, const void *y,
+                       size_t by);
+
 #endif

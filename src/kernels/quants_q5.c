@@ -40,27 +40,64 @@ float bk_dot_q5_0_q8_0(int n, const void *vx, const void *vy) {
     return bk_kq_hsum8(acc);
 }
 
-static void dot4(int nb, float *s, const uint8_t *x, size_t bx, const bk_block_q8_0 *y) {
-    const bk_block_q5_0 *x0 = (const bk_block_q5_0 *)x, *x1 = (const bk_block_q5_0 *)(x + bx);
-    const bk_block_q5_0 *x2 = (const bk_block_q5_0 *)(x + 2 * bx), *x3 = (const bk_block_q5_0 *)(x + 3 * bx);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+/* A tile of R weight rows x C activation columns (R <= 4, C <= 3, constants after inlining): each output keeps
+ * the single dot product's accumulator and order; the rows' decoded values are shared by the columns and the
+ * columns' loads by the rows. s[c*s_col + r]. */
+static inline __attribute__((always_inline)) void tile(int R, int C, int nb, float *s, int64_t s_col,
+                                                       const uint8_t *x, size_t bx, const uint8_t *y, size_t by) {
+    __m256 acc[3][4];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) acc[c][r] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const float yd = bk_h2f(y[i].d);
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        a0 = _mm256_fmadd_ps(_mm256_set1_ps(bk_h2f(x0[i].d) * yd), lanes_ss(q5_values(&x0[i]), qy), a0);
-        a1 = _mm256_fmadd_ps(_mm256_set1_ps(bk_h2f(x1[i].d) * yd), lanes_ss(q5_values(&x1[i]), qy), a1);
-        a2 = _mm256_fmadd_ps(_mm256_set1_ps(bk_h2f(x2[i].d) * yd), lanes_ss(q5_values(&x2[i]), qy), a2);
-        a3 = _mm256_fmadd_ps(_mm256_set1_ps(bk_h2f(x3[i].d) * yd), lanes_ss(q5_values(&x3[i]), qy), a3);
+        __m256i v[4], a[4];
+        float dx[4];
+        for (int r = 0; r < R; r++) {
+            const bk_block_q5_0 *b = (const bk_block_q5_0 *)(x + r * bx) + i;
+            v[r] = q5_values(b);
+            a[r] = _mm256_sign_epi8(v[r], v[r]);
+            dx[r] = bk_h2f(b->d);
+        }
+        for (int c = 0; c < C; c++) {
+            const bk_block_q8_0 *yb = (const bk_block_q8_0 *)(y + c * by) + i;
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)yb->qs);
+            const float dy = bk_h2f(yb->d);
+            for (int r = 0; r < R; r++) {
+                const __m256 p = _mm256_cvtepi32_ps(bk_kq_dot4_us(a[r], _mm256_sign_epi8(qy, v[r])));
+                acc[c][r] = _mm256_fmadd_ps(_mm256_set1_ps(dx[r] * dy), p, acc[c][r]);
+            }
+        }
     }
-    s[0] = bk_kq_hsum8(a0);
-    s[1] = bk_kq_hsum8(a1);
-    s[2] = bk_kq_hsum8(a2);
-    s[3] = bk_kq_hsum8(a3);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) s[c * s_col + r] = bk_kq_hsum8(acc[c][r]);
 }
 
 void bk_dot_q5_0_q8_0_rows(int n, float *s, int nr, const void *vx, size_t bx, const void *vy) {
     const uint8_t *x = (const uint8_t *)vx;
     int r = 0;
-    for (; r + 4 <= nr; r += 4) dot4(n / 32, s + r, x + (size_t)r * bx, bx, (const bk_block_q8_0 *)vy);
-    for (; r < nr; r++) s[r] = bk_dot_q5_0_q8_0(n, x + (size_t)r * bx, vy);
+    for (; r + 4 <= nr; r += 4) tile(4, 1, n / 32, s + r, 0, x + (size_t)r * bx, bx, (const uint8_t *)vy, 0);
+    for (; r < nr; r++) tile(1, 1, n / 32, s + r, 0, x + (size_t)r * bx, bx, (const uint8_t *)vy, 0);
+}
+
+void bk_gemm_q5_0_q8_0(int n, float *s, int64_t s_col, int nr, int nc, const void *vx, size_t bx, const void *vy,
+                       size_t by) {
+    const uint8_t *x = (const uint8_t *)vx, *y = (const uint8_t *)vy;
+    const int nb = n / 32;
+    for (int c = 0; c < nc; c += 3) {
+        const int C = nc - c < 3 ? nc - c : 3;
+        const uint8_t *yc = y + (size_t)c * by;
+        float *sc = s + c * s_col;
+        int r = 0;
+        for (; r + 4 <= nr; r += 4) {
+            const uint8_t *xr = x + (size_t)r * bx;
+            if (C == 3) tile(4, 3, nb, sc + r, s_col, xr, bx, yc, by);
+            else if (C == 2) tile(4, 2, nb, sc + r, s_col, xr, bx, yc, by);
+            else tile(4, 1, nb, sc + r, s_col, xr, bx, yc, by);
+        }
+        for (; r < nr; r++) {
+            const uint8_t *xr = x + (size_t)r * bx;
+            if (C == 3) tile(1, 3, nb, sc + r, s_col, xr, bx, yc, by);
+            else if (C == 2) tile(1, 2, nb, sc + r, s_col, xr, bx, yc, by);
+            else tile(1, 1, nb, sc + r, s_col, xr, bx, yc, by);
+        }
+    }
 }

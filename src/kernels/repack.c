@@ -122,18 +122,16 @@ typedef struct {
 } scales_t;
 
 static inline void decode_scales(const bk_block_q4_Kx8 *b, scales_t *o) {
-    uint8_t sc[8][8], mn[8][8]; /* [sub-block][row] */
-    for (int s = 0; s < 8; s++) bk_kq_scales_mins(b->scales + 12 * s, sc[s], mn[s]);
     const __m128i lo_idx = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m128i hi_idx = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+    __m128i v[8]; /* sub-block s: bytes 0..7 the rows' scales, 8..15 their mins */
     for (int s = 0; s < 8; s++) {
-        const __m128i v = _mm_loadl_epi64((const __m128i *)sc[s]);
-        o->sc_lo[s] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, lo_idx));
-        o->sc_hi[s] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, hi_idx));
+        v[s] = bk_kq_scales_mins16(b->scales + 12 * s);
+        o->sc_lo[s] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v[s], lo_idx));
+        o->sc_hi[s] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v[s], hi_idx));
     }
     for (int p = 0; p < 4; p++)
-        o->mn_pair[p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)mn[2 * p]),
-                                                               _mm_loadl_epi64((const __m128i *)mn[2 * p + 1])));
+        o->mn_pair[p] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v[2 * p], v[2 * p + 1]));
 }
 
 /* 8 int32, two per row (rows 0..3 in a, 4..7 in b, lanes [r0 r0 r1 r1 | r2 r2 r3 r3]) -> one per row, in order */

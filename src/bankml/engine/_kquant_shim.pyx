@@ -83,8 +83,13 @@ cdef extern from *:
                 enum { CH = 16 };
                 for (int64_t rc = r0; rc < r1; rc += CH) {
                     const int nr = (int)(r1 - rc < CH ? r1 - rc : CH);
-                    for (int c = 0; c < n; c++)
-                        kq_dot_rows(wtype, k, out + (size_t)c * m + rc, nr, w + rc * rb, rb, wdata + c * ab);
+                    if (wtype == KQ_Q5_0 && n > 1)
+                        bk_gemm_q5_0_q8_0(k, out + rc, m, nr, n, w + rc * rb, rb, wdata, ab);
+                    else if (wtype == KQ_Q6_K && n > 1)
+                        bk_gemm_q6_K_q8_K(k, out + rc, m, nr, n, w + rc * rb, rb, wdata, ab);
+                    else
+                        for (int c = 0; c < n; c++)
+                            kq_dot_rows(wtype, k, out + (size_t)c * m + rc, nr, w + rc * rb, rb, wdata + c * ab);
                 }
             }
         }
