@@ -57,6 +57,11 @@ def lib():
         s.kq_mm_weight_bytes.restype = C.c_size_t
         s.kq_gelu.argtypes = [i, i, P, P, P, i]
         s.kq_gelu.restype = i
+        s.kq_glu_plan.restype = P
+        s.kq_glu_plan.argtypes = [i, i, P, P, P, i]
+        s.kq_glu_run.argtypes = [P]
+        s.kq_glu_run.restype = i
+        s.kq_glu_free.argtypes = [P]
         _cpu.ggml_cpu_init.argtypes = []
         _cpu.ggml_cpu_init()
         for name in ("quantize_row_q8_K", "quantize_row_q8_0", "ggml_quantize_mat_q8_K_4x8"):
@@ -136,6 +141,26 @@ def geglu(x, g, *, nth: int) -> np.ndarray:
 
 def gelu(x, *, nth: int) -> np.ndarray:
     return _glu(x, None, nth)
+
+
+class GegluPlan:
+    """GEGLU planned once on these arrays (float32 [rows, n], kept referenced): run() recomputes out in place."""
+
+    def __init__(self, x: np.ndarray, g: np.ndarray, *, nth: int):
+        self.L = lib()
+        self.x, self.g = x, g
+        self.out = np.empty_like(x)
+        self.h = self.L.kq_glu_plan(x.shape[1], x.shape[0], _ptr(x), _ptr(g), _ptr(self.out), nth)
+
+    def run(self) -> np.ndarray:
+        if self.L.kq_glu_run(self.h):
+            raise RuntimeError("ggml_graph_compute failed")
+        return self.out
+
+    def __del__(self):
+        if getattr(self, "h", None):
+            self.L.kq_glu_free(self.h)
+            self.h = None
 
 
 def gelu_table() -> np.ndarray:

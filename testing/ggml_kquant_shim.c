@@ -127,3 +127,38 @@ int kq_gelu(int n, int rows, const float *x, const float *g, float *out, int nth
     ggml_free(ctx);
     return st == GGML_STATUS_SUCCESS ? 0 : 3;
 }
+
+/* A planned GEGLU (x, g, out: float [rows][n], the caller's buffers) for benchmarks. */
+typedef struct {
+    struct ggml_context *ctx;
+    struct ggml_cgraph *gf;
+    struct ggml_cplan plan;
+    void *work;
+} glu_plan_t;
+
+glu_plan_t *kq_glu_plan(int n, int rows, float *x, float *g, float *out, int nth) {
+    struct ggml_init_params ip = {ggml_tensor_overhead() * 4 + ggml_graph_overhead(), NULL, true};
+    glu_plan_t *p = calloc(1, sizeof(*p));
+    p->ctx = ggml_init(ip);
+    struct ggml_tensor *a = ggml_new_tensor_2d(p->ctx, GGML_TYPE_F32, n, rows);
+    struct ggml_tensor *b = ggml_new_tensor_2d(p->ctx, GGML_TYPE_F32, n, rows);
+    a->data = x;
+    b->data = g;
+    struct ggml_tensor *r = ggml_geglu_split(p->ctx, a, b);
+    r->data = out;
+    p->gf = ggml_new_graph(p->ctx);
+    ggml_build_forward_expand(p->gf, r);
+    p->plan = ggml_graph_plan(p->gf, nth, NULL);
+    p->work = malloc(p->plan.work_size ? p->plan.work_size : 1);
+    p->plan.work_data = p->work;
+    return p;
+}
+
+int kq_glu_run(glu_plan_t *p) { return ggml_graph_compute(p->gf, &p->plan) == GGML_STATUS_SUCCESS ? 0 : 3; }
+
+void kq_glu_free(glu_plan_t *p) {
+    if (!p) return;
+    free(p->work);
+    ggml_free(p->ctx);
+    free(p);
+}

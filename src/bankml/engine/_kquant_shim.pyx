@@ -205,12 +205,15 @@ def repack_q4_K(w, int k, int nth=1):
 
 cdef class MatMul:
     """One weight matrix, ready to multiply: the GGUF rows (kept as given, a read-only view is fine) or, with
-    repack=True (Q4_K only), the q4_K_8x8 copy made once here, as llama-server makes it at load."""
+    repack=True (Q4_K only), the q4_K_8x8 copy made once here, as llama-server makes it at load. The activation
+    scratch is kept between calls (grown when a call has more columns)."""
     cdef readonly int wtype, k
     cdef readonly int64_t m
     cdef readonly bint repacked
     cdef object w
     cdef size_t rb
+    cdef uint8_t *wdata
+    cdef size_t wcap
 
     def __cinit__(self, int wtype, w, int k, bint repack=False, int nth=1):
         rb = row_bytes(wtype, k)
@@ -222,26 +225,35 @@ cdef class MatMul:
             raise ValueError(f"only Q4_K is repacked on this CPU, not {NAMES[wtype]}")
         self.wtype, self.k, self.m, self.rb, self.repacked = wtype, k, a.shape[0], rb, repack
         self.w = repack_q4_K(a, k, nth) if repack else np.ascontiguousarray(a)
+        self.wdata, self.wcap = NULL, 0
 
-    def __call__(self, x, int nth=1):
+    def __dealloc__(self):
+        free(self.wdata)
+
+    def __call__(self, x, int nth=1, out=None):
+        """The node's result float32 [n, m] for activations x float32 [n, k] (into out when given)."""
         cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] xa = _floats(x, self.k)
         cdef int n = xa.shape[0]
         if n == 0:
             raise ValueError("a MUL_MAT needs at least one activation column")
         if nth <= 0:
             raise ValueError(f"thread counts must be positive, got nth={nth}")
-        cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.empty((n, self.m), np.float32)
+        if out is None:
+            out = np.empty((n, self.m), np.float32)
+        cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] oa = out
+        if oa.shape[0] != n or oa.shape[1] != self.m:
+            raise ValueError(f"out must be float32 [{n}, {self.m}], got shape {list(np.shape(out))}")
         cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] wa = self.w
         cdef size_t wsize = <size_t>n * kq_act_bytes(self.wtype, self.k)
-        cdef uint8_t *wdata = kq_alloc(wsize)
-        if wdata == NULL:
-            raise MemoryError("activation scratch")
-        try:
-            with nogil:
-                kq_matmul(self.wtype, self.repacked, &wa[0, 0], self.rb, self.m, self.k, &xa[0, 0], n, &out[0, 0],
-                          wdata, nth)
-        finally:
-            free(wdata)
+        if wsize > self.wcap:
+            free(self.wdata)
+            self.wdata = kq_alloc(wsize)
+            self.wcap = wsize if self.wdata != NULL else 0
+            if self.wdata == NULL:
+                raise MemoryError("activation scratch")
+        with nogil:
+            kq_matmul(self.wtype, self.repacked, &wa[0, 0], self.rb, self.m, self.k, &xa[0, 0], n, &oa[0, 0],
+                      self.wdata, nth)
         return out
 
     @property
