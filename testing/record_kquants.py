@@ -8,7 +8,8 @@
   at load to q4_K_8x8), the CPU buffer otherwise. Weights: rows of Gemma 3 270M Q4_K_M's own matrices (Q5_0,
   Q8_0, Q4_K, Q6_K, the tied 262144-row output head) and seeded random blocks in small and odd shapes;
   activations: seeded kinds (tests/kquant_inputs.py); n = 1..512 activation columns; oracle thread counts 1-4.
-  Also Q4_K through vec_dot (the CPU buffer: `--no-repack`, or a row count that is not a multiple of 8).
+  Also Q4_K through vec_dot (the CPU buffer: `--no-repack`, or a row count that is not a multiple of 8), and
+  Q4_0 (the derived Q4_0 SmolLM2 file: SmolLM2's matrices encoded by bankml's converter; repacked q4_0_8x8).
   Per case: sha256 of the inputs and of the f32 result; a subset is recomputed with every oracle thread count
   (`thread_check`), which must not change a bit.
 - quant.json: ggml-cpu's quantize_row_q8_K and ggml_quantize_mat_q8_K_4x8 on seeded rows (sha256 of the bytes),
@@ -30,7 +31,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kquant_inputs import (Q4_K, Q5_0, Q6_K, Q8_0, TYPE_NAMES, activations, all_halves, glu_inputs,  # noqa: E402
+from kquant_inputs import (Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, TYPE_NAMES, activations, all_halves, glu_inputs,  # noqa: E402
                            make_inputs, sha256)
 
 from bankml import gguf  # noqa: E402
@@ -45,6 +46,8 @@ KINDS = ["normal", "outliers", "zero_blocks", "ties", "mixed", "tiny"]
 
 
 def _repacks(wtype, m, k):
+    if wtype == Q4_0:
+        return m % 8 == 0 and k % 32 == 0
     return wtype == Q4_K and m % 8 == 0 and k % 256 == 0
 
 
@@ -101,8 +104,20 @@ def mul_mat_cases(h):
     for n in (4, 16, 65):
         add(Q8_0, k, 4096, n, dict(tensor="token_embd.weight", rows=[100000, 104096]), False, int(rng.integers(1, 5)),
             "outliers", 2.0, note="output head rows")
+    # Q4_0 (the derived Q4_0 SmolLM2 file): SmolLM2's matrices encoded by bankml's converter
+    for name, k, m in (("blk.0.attn_q.weight", 576, 576), ("blk.0.attn_k.weight", 576, 192),
+                       ("blk.0.ffn_gate.weight", 576, 1536), ("blk.0.ffn_down.weight", 1536, 576),
+                       ("blk.29.ffn_up.weight", 576, 1536)):
+        for i, n in enumerate(NS):
+            if n == 512 and name != "blk.0.ffn_gate.weight":
+                continue
+            add(Q4_0, k, m, n, dict(smollm2=name, rows=[0, m]), True, int(rng.integers(1, 5)),
+                KINDS[(i + seed) % len(KINDS)], float(rng.choice([0.5, 1.0, 4.0])))
+    for n in (1, 2, 5):
+        add(Q4_0, 576, 4096, n, dict(smollm2="token_embd.weight", rows=[0, 4096]), True, 2, "normal", 2.0,
+            note="output head rows")
     # seeded random blocks, small and odd shapes
-    shapes = {Q5_0: [(32, 8), (96, 13), (640, 40), (2048, 24)], Q8_0: [(32, 8), (96, 13), (640, 40)],
+    shapes = {Q4_0: [(32, 8), (96, 13), (576, 40), (1536, 24), (64, 20)],Q5_0: [(32, 8), (96, 13), (640, 40), (2048, 24)], Q8_0: [(32, 8), (96, 13), (640, 40)],
               Q6_K: [(256, 8), (512, 13), (2048, 24), (1024, 1)],
               Q4_K: [(256, 8), (512, 24), (1024, 640), (256, 13), (1024, 20), (512, 1), (2048, 72)]}
     wseed = 7000
@@ -118,11 +133,12 @@ def mul_mat_cases(h):
 def record_mul_mat():
     h = gguf.read_header_file(model_path("gemma3"))
     f = gguf.GGUFFile(model_path("gemma3"))
+    fs = gguf.GGUFFile(model_path("smollm2"))
     cases = mul_mat_cases(h)
     t0 = time.time()
     checked = same = 0
     for i, c in enumerate(cases):
-        w, x = make_inputs(c, f)
+        w, x = make_inputs(c, fs if "smollm2" in c["weights"] else f)
         c["input_sha256"] = sha256(w, x)
         mm = G.MulMat(c["wtype"], w, c["k"], c["n"], nth=c["nth"], repack=c["repack"])
         assert mm.buffer == ("CPU_REPACK" if c["repack"] else "CPU"), mm.buffer
@@ -143,7 +159,8 @@ def record_mul_mat():
         kinds[key] = kinds.get(key, 0) + 1
     print(f"mul_mat: {len(cases)} cases {kinds}, thread checks {same}/{checked}, {time.time() - t0:.1f}s")
     return dict(oracle=ORACLE, op="ggml_mul_mat, weight in the loader's buffer type, F32 activations",
-                model_sha256=None, counts=kinds, thread_checks=[same, checked], cases=cases)
+                model_sha256=None, smollm2_sha256=sha256_file(model_path("smollm2")), counts=kinds,
+                thread_checks=[same, checked], cases=cases)
 
 
 def record_quant():
@@ -165,16 +182,24 @@ def record_quant():
         if wt == Q4_K:
             w = np.asarray(f.tensor(name))
             mm = G.MulMat(Q4_K, w, k, 1, nth=2, repack=True)
-            cases.append(dict(kind="repack", tensor=name, k=k, m=m, sha256=sha256(mm.weight_bytes())))
+            cases.append(dict(kind="repack", wtype=Q4_K, tensor=name, k=k, m=m, sha256=sha256(mm.weight_bytes())))
             mm.close()
     from kquant_inputs import random_weights
-    for k, m, s in ((256, 8, 40000), (1024, 64, 40001), (512, 24, 40002)):
-        w = random_weights(Q4_K, m, k, s)
-        mm = G.MulMat(Q4_K, w, k, 1, nth=1, repack=True)
-        cases.append(dict(kind="repack", seed=s, k=k, m=m, sha256=sha256(mm.weight_bytes())))
+    for wt, k, m, s in ((Q4_K, 256, 8, 40000), (Q4_K, 1024, 64, 40001), (Q4_K, 512, 24, 40002),
+                        (Q4_0, 32, 8, 40003), (Q4_0, 576, 64, 40004)):
+        w = random_weights(wt, m, k, s)
+        mm = G.MulMat(wt, w, k, 1, nth=1, repack=True)
+        cases.append(dict(kind="repack", wtype=wt, seed=s, k=k, m=m, sha256=sha256(mm.weight_bytes())))
         mm.close()
+    fs = gguf.GGUFFile(model_path("smollm2"))
+    from kquant_inputs import smollm2_q4_0
+    w = smollm2_q4_0(fs, "blk.0.ffn_gate.weight", [0, 1536])
+    mm = G.MulMat(Q4_0, w, 576, 1, nth=2, repack=True)
+    cases.append(dict(kind="repack", wtype=Q4_0, smollm2="blk.0.ffn_gate.weight", k=576, m=1536,
+                      sha256=sha256(mm.weight_bytes())))
+    mm.close()
     print(f"quant: {len(cases)} cases")
-    return dict(oracle=ORACLE, op="quantize_row_q8_K, ggml_quantize_mat_q8_K_4x8, CPU_REPACK q4_K_8x8 bytes",
+    return dict(oracle=ORACLE, op="quantize_row_q8_K, ggml_quantize_mat_q8_K_4x8, CPU_REPACK q4_K_8x8 and q4_0_8x8 bytes",
                 cases=cases)
 
 
@@ -197,20 +222,37 @@ def record_gelu():
     return dict(oracle=ORACLE, op="ggml_table_gelu_f16, GGML_OP_GELU, GGML_OP_GLU (GEGLU) on F32", cases=cases)
 
 
+def _derive_q4_0(tmp: Path) -> Path:
+    """The derived Q4_0 SmolLM2 file, made by bankml's converter (bankml quantize) into tmp."""
+    from bankml import quantize
+    out = tmp / "smollm2-135m-instruct-q4_0.gguf"
+    if not out.exists():
+        quantize.convert(model_path("smollm2"), out, "Q4_0")
+    return out
+
+
 def record_real():
-    """Every MUL_MAT / GEGLU node of traced layers of a real Gemma 3 decode, recomputed by bankml."""
+    """Every MUL_MAT / GEGLU node of traced layers of real decodes (Gemma 3 270M; the derived Q4_0 SmolLM2),
+    recomputed by bankml."""
+    import tempfile
+
     from bankml.engine import _kquant_shim as S
     from testing.kquant_trace import Trace
 
-    f = gguf.GGUFFile(model_path("gemma3"))
     rng = np.random.default_rng(21)
-    stats, mats = {}, {}
+    stats = {}
     t0 = time.time()
-    for threads, layers in ((2, [0, 2, 9, 17]), (1, [3]), (3, [5])):
-        with Trace(model_path("gemma3"), n_ctx=4096, n_threads=threads, layers=layers, head=True) as T:
+    tmp = Path(tempfile.mkdtemp(prefix="kquants-"))
+    runs = [("gemma3", model_path("gemma3"), 2, [0, 2, 9, 17]), ("gemma3", model_path("gemma3"), 1, [3]),
+            ("gemma3", model_path("gemma3"), 3, [5]), ("smollm2-q4_0", _derive_q4_0(tmp), 2, [0, 29])]
+    for model, path, threads, layers in runs:
+        f = gguf.GGUFFile(path)
+        mats = {}
+        with Trace(path, n_ctx=4096, n_threads=threads, layers=layers, head=True) as T:
+            n_vocab = 200000 if model == "gemma3" else 49000
             for n, pos in ((600, 0), (1, 600), (5, 601), (3, 606), (70, 609), (1, 679)):
                 T.reset()
-                T.decode(rng.integers(10, 200000, n), pos)
+                T.decode(rng.integers(10, n_vocab, n), pos)
                 for r in T.records():
                     if r["kind"] == "mul_mat":
                         if r["n"] == 0:
@@ -219,26 +261,28 @@ def record_real():
                         if (r["name"], r["buffer"]) not in mats:
                             mats[(r["name"], r["buffer"])] = S.MatMul(r["wtype"], np.asarray(f.tensor(r["name"])),
                                                                       r["k"], repack=r["buffer"] == "CPU_REPACK")
-                        calc = lambda nth, r=r: mats[(r["name"], r["buffer"])](r["x"], nth=nth)  # noqa: E731
+                        calc = lambda nth, r=r, mats=mats: mats[(r["name"], r["buffer"])](r["x"], nth=nth)  # noqa: E731
                     else:
                         key = "GEGLU"
                         calc = lambda nth, r=r: S.geglu(r["x"], r["g"], nth=nth)  # noqa: E731
-                    st = stats.setdefault(f"oracle -t {threads}", {}).setdefault(key, [0, 0])
+                    st = stats.setdefault(f"{model}, oracle -t {threads}", {}).setdefault(key, [0, 0])
                     for nth in (1, 2):
                         st[1] += 1
                         ok = np.array_equal(calc(nth).view(np.uint32), r["out"].view(np.uint32))
                         st[0] += ok
                         if not ok:
-                            print(f"  MISMATCH {key} {r.get('name')} n={r.get('n')} nth={nth}")
+                            print(f"  MISMATCH {model} {key} {r.get('name')} n={r.get('n')} nth={nth}")
+        f.close()
     same = sum(v[0] for d in stats.values() for v in d.values())
     total = sum(v[1] for d in stats.values() for v in d.values())
     print(f"real: {same}/{total} nodes bit-identical {stats} in {time.time() - t0:.0f}s")
     return dict(oracle=ORACLE, note=(
-        "libllama decoding Gemma 3 270M Q4_K_M (llama-server's context parameters, ubatches of 600 -> 512 + 88, 1, "
-        "5, 3, 70, 1 tokens) with an eval callback (testing/kquant_trace.py): every MUL_MAT with a quantized "
-        "weight and every GEGLU of the traced layers and the output head, recomputed by bankml's kernels with 1 "
-        "and 2 threads; the weight's buffer as the loader chose it. Counts [bit-identical, compared]. Not "
-        "replayed in CI (needs the oracle)."), counts=stats)
+        "libllama decoding Gemma 3 270M Q4_K_M and the derived Q4_0 SmolLM2 file (bankml quantize) with "
+        "llama-server's context parameters (ubatches of 600 -> 512 + 88, 1, 5, 3, 70, 1 tokens) and an eval "
+        "callback (testing/kquant_trace.py): every MUL_MAT with a quantized weight and every GEGLU of the traced "
+        "layers and the output head, recomputed by bankml's kernels with 1 and 2 threads; the weight's buffer as "
+        "the loader chose it (CPU_REPACK: repacked at load). Counts [bit-identical, compared]. Not replayed in CI "
+        "(needs the oracle)."), counts=stats)
 
 
 def _dump(path, obj):

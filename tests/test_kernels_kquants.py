@@ -17,8 +17,8 @@ import pytest
 
 from bankml import gguf
 from bankml.engine import _kquant_shim as S
-from kquant_inputs import (Q4_K, Q5_0, Q6_K, Q8_0, activations, all_halves, glu_inputs, make_inputs,
-                           random_weights, row_bytes, sha256)
+from kquant_inputs import (Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, activations, all_halves, glu_inputs, make_inputs,
+                           random_weights, row_bytes, sha256, smollm2_q4_0)
 
 ORACLE = Path(__file__).parent / "oracle" / "kquants"
 
@@ -31,13 +31,15 @@ MM = _load("mul_mat.json")
 QUANT = _load("quant.json")["cases"]
 GELU = _load("gelu.json")["cases"]
 REAL_ROWS = [c for c in MM["cases"] if "tensor" in c["weights"]]
+SMOLLM2_Q4_0 = [c for c in MM["cases"] if "smollm2" in c["weights"]]
 RANDOM = [c for c in MM["cases"] if "seed" in c["weights"]]
 HEAD = [c for c in REAL_ROWS if c["m"] == 262144]
 REAL_ROWS = [c for c in REAL_ROWS if c["m"] != 262144]
 
 
 def _id(c):
-    src = c["weights"].get("tensor", f"rand{c['weights'].get('seed')}")
+    w = c["weights"]
+    src = w.get("tensor") or (f"smollm2-{w['smollm2']}" if "smollm2" in w else f"rand{w.get('seed')}")
     path = "repack" if c["repack"] else "vecdot"
     return f"{c['type']}-{src}-{c['m']}x{c['k']}-n{c['n']}-{path}-{c['act']['kind']}"
 
@@ -82,6 +84,20 @@ def test_mul_mat_gemma3_rows_match_oracle(case, gemma_file):
     _check(case, gemma_file)
 
 
+@pytest.fixture(scope="module")
+def smollm2_file(smollm2_path):
+    f = gguf.GGUFFile(smollm2_path)
+    yield f
+    f.close()
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", SMOLLM2_Q4_0, ids=_id)
+def test_mul_mat_q4_0_smollm2_rows_match_oracle(case, smollm2_file):
+    # the derived Q4_0 SmolLM2 file's weights (bankml's converter), repacked q4_0_8x8 as llama-server does
+    _check(case, smollm2_file)
+
+
 @pytest.mark.oracle
 @pytest.mark.slow
 @pytest.mark.parametrize("case", HEAD, ids=_id)
@@ -92,19 +108,29 @@ def test_mul_mat_gemma3_output_head_matches_oracle(case, gemma_file):
 def test_records_cover_the_dispatch():
     cases = MM["cases"]
     assert MM["thread_checks"][0] == MM["thread_checks"][1] > 100
-    for t in ("Q5_0", "Q8_0", "Q4_K", "Q6_K"):
+    for t in ("Q5_0", "Q8_0", "Q4_K", "Q6_K", "Q4_0"):
         assert {1, 2, 3, 4, 5, 7, 8, 9, 16, 63, 64, 65, 100, 512} <= {c["n"] for c in cases if c["type"] == t}
     assert {c["nth"] for c in cases} == {1, 2, 3, 4}
     rep = [c for c in cases if c["repack"]]
     assert {c["n"] % 4 for c in rep if c["n"] > 4} == {0, 1, 2, 3}  # gemm + gemv leftovers
     assert any(not c["repack"] and c["type"] == "Q4_K" and c["m"] % 8 for c in cases)  # not repackable shapes
     assert any(c["m"] == 262144 for c in cases)
-    # the loader's rule: Q4_K is repacked exactly when its rows are a multiple of 8 (unless --no-repack)
+    # the loader's rule: Q4_K and Q4_0 are repacked exactly when their rows are a multiple of 8 (unless
+    # --no-repack); no other type is
     for c in cases:
-        if c["type"] == "Q4_K" and "--no-repack" not in c.get("note", ""):
-            assert c["repack"] == S.repack_takes(c["m"], c["k"]), _id(c)
-        if c["type"] != "Q4_K":
-            assert not c["repack"]
+        if "--no-repack" not in c.get("note", ""):
+            assert c["repack"] == S.repack_takes(c["m"], c["k"], c["wtype"]), _id(c)
+    assert any(not c["repack"] and c["type"] == "Q4_0" and c["n"] > 1 for c in cases)  # tinyBLAS_Q0_AVX
+
+
+def test_q4_0_repack_and_vec_dot_give_different_bits():
+    w = random_weights(Q4_0, 64, 576, 5)
+    x = activations(dict(seed=9, kind="normal"), 5, 576)
+    vec = S.MatMul(Q4_0, w, 576)(x)
+    rep = S.MatMul(Q4_0, w, 576, repack=True)
+    assert (vec.view(np.uint32) != rep(x).view(np.uint32)).mean() > 0.3
+    # q4_0_8x8: gemm (groups of four columns) and gemv give the same bits
+    np.testing.assert_array_equal(rep(x)[4:].view(np.uint32), rep(x[4:]).view(np.uint32))
 
 
 def test_repack_and_vec_dot_give_different_bits():
@@ -123,15 +149,16 @@ def test_repack_and_vec_dot_give_different_bits():
 # ---- activation quantization, repack bytes ----
 
 def _quant_id(c):
-    return f"{c['kind']}-k{c['k']}-" + (c.get("tensor") or f"{c.get('act', {}).get('kind', '')}{c.get('seed', '')}")
+    return f"{c['kind']}-k{c['k']}-" + (c.get("tensor") or c.get("smollm2") or
+                                        f"{c.get('act', {}).get('kind', '')}{c.get('seed', '')}")
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("case", [c for c in QUANT if c["kind"] != "repack" or "seed" in c], ids=_quant_id)
 def test_quantizers_and_repack_match_oracle(case):
     if case["kind"] == "repack":
-        w = random_weights(Q4_K, case["m"], case["k"], case["seed"])
-        got = S.repack_q4_K(w, case["k"], nth=2)
+        w = random_weights(case["wtype"], case["m"], case["k"], case["seed"])
+        got = S.repack(case["wtype"], w, case["k"], nth=2)
     else:
         x = activations(case["act"], 4, case["k"])
         got = np.stack([S.quant_row_q8_K(r) for r in x]) if case["kind"] == "q8_K" else S.quant_mat_q8_K_4x8(x)
@@ -142,7 +169,14 @@ def test_quantizers_and_repack_match_oracle(case):
 @pytest.mark.parametrize("case", [c for c in QUANT if "tensor" in c], ids=_quant_id)
 def test_repack_of_gemma3_matrices_matches_oracle(case, gemma_file):
     w = np.asarray(gemma_file.tensor(case["tensor"]))
-    assert sha256(S.repack_q4_K(w, case["k"], nth=2)) == case["sha256"]
+    assert sha256(S.repack(Q4_K, w, case["k"], nth=2)) == case["sha256"]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", [c for c in QUANT if "smollm2" in c], ids=_quant_id)
+def test_repack_of_smollm2_q4_0_matches_oracle(case, smollm2_file):
+    w = smollm2_q4_0(smollm2_file, case["smollm2"], [0, case["m"]])
+    assert sha256(S.repack(Q4_0, w, case["k"], nth=2)) == case["sha256"]
 
 
 # ---- GELU ----
@@ -179,13 +213,15 @@ def test_geglu_close_to_tanh_gelu():
 # ---- a plain numpy reference of the weight formats (no parity claimed: activation rounding only) ----
 
 def _dequant(wtype, w, k):
-    """float64 [m, k] from the GGUF bytes of Q5_0 / Q8_0 / Q4_K / Q6_K (ggml-common.h layouts)."""
+    """float64 [m, k] from the GGUF bytes of Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K (ggml-common.h layouts)."""
     m = w.shape[0]
-    if wtype in (Q5_0, Q8_0):
-        bb = 22 if wtype == Q5_0 else 34
+    if wtype in (Q4_0, Q5_0, Q8_0):
+        bb = {Q4_0: 18, Q5_0: 22, Q8_0: 34}[wtype]
         b = w.reshape(-1, bb)
         d = b[:, :2].copy().view(np.float16).astype(np.float64)
-        if wtype == Q8_0:
+        if wtype == Q4_0:
+            q = np.concatenate([b[:, 2:] & 15, b[:, 2:] >> 4], axis=1).astype(np.float64) - 8
+        elif wtype == Q8_0:
             q = b[:, 2:].view(np.int8).astype(np.float64)
         else:
             qh = b[:, 2:6].copy().view(np.uint32)[:, 0]
@@ -215,9 +251,9 @@ def _dequant(wtype, w, k):
     return (q * np.repeat(sc, 16, axis=1) * d).reshape(m, k)
 
 
-@pytest.mark.parametrize("wtype,k,m,repack", [(Q5_0, 96, 13, False), (Q8_0, 640, 40, False), (Q6_K, 512, 13, False),
+@pytest.mark.parametrize("wtype,k,m,repack", [(Q4_0, 64, 16, True), (Q5_0, 96, 13, False), (Q8_0, 640, 40, False), (Q6_K, 512, 13, False),
                                               (Q4_K, 512, 20, False), (Q4_K, 1024, 64, True)],
-                         ids=["Q5_0", "Q8_0", "Q6_K", "Q4_K-vecdot", "Q4_K-repack"])
+                         ids=["Q4_0-repack", "Q5_0", "Q8_0", "Q6_K", "Q4_K-vecdot", "Q4_K-repack"])
 @pytest.mark.parametrize("n", [1, 3, 4, 9])
 def test_mul_mat_close_to_float64(wtype, k, m, repack, n):
     w = random_weights(wtype, m, k, 11)
@@ -233,7 +269,7 @@ def test_shim_refuses_bad_shapes():
     w = random_weights(Q4_K, 13, 256, 1)
     with pytest.raises(ValueError, match="multiple of 8 rows"):
         S.MatMul(Q4_K, w, 256, repack=True)
-    with pytest.raises(ValueError, match="only Q4_K is repacked"):
+    with pytest.raises(ValueError, match="only Q4_K and Q4_0 are repacked"):
         S.MatMul(Q6_K, random_weights(Q6_K, 8, 256, 1), 256, repack=True)
     with pytest.raises(ValueError, match="multiple of 256 values"):
         S.MatMul(Q6_K, np.zeros((8, 210), np.uint8), 100)

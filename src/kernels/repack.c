@@ -1,5 +1,6 @@
 /* Repacked Q4_K (q4_K_8x8) and its gemv / gemm against Q8_K activations; the float orders are in repack.h. */
 #include "repack.h"
+#include "quants.h"
 #include "fp16.h"
 #include "kq_simd.h"
 
@@ -263,4 +264,85 @@ void bk_matmul_q4_K_8x8(const void *w, int32_t k, const void *act, int n, int64_
     if (n4) bk_gemm_q4_K_8x8_q8_K(k, out, out_col, w, act, n4, r0, r1);
     for (int t = n4; t < n; t++)
         bk_gemv_q4_K_8x8_q8_K(k, out + t * out_col, w, (const uint8_t *)act + t * rb, r0, r1);
+}
+
+/* ---------------------------------------------------------------- Q4_0, q4_0_8x8 */
+
+int bk_repack_q4_0_takes(int64_t m, int32_t k) { return m > 0 && m % 8 == 0 && k > 0 && k % 32 == 0; }
+
+int bk_repack_q4_0_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth) {
+    if (!bk_repack_q4_0_takes(m, k)) return -1;
+    const int64_t nb = k / 32, ngroups = m / 8;
+    const bk_block_q4_0 *s = (const bk_block_q4_0 *)src;
+    bk_block_q4_0x8 *d = (bk_block_q4_0x8 *)dst;
+    const int64_t g0 = ngroups * ith / nth, g1 = ngroups * (ith + 1) / nth;
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t b = 0; b < nb; b++) {
+            bk_block_q4_0x8 *o = d + g * nb + b;
+            for (int j = 0; j < 8; j++) {
+                const bk_block_q4_0 *in = s + (8 * g + j) * nb + b;
+                o->d[j] = in->d;
+                for (int h = 0; h < 2; h++)
+                    for (int e = 0; e < 8; e++) o->qs[64 * h + 8 * j + e] = in->qs[8 * h + e] ^ 0x88;
+            }
+        }
+    return 0;
+}
+
+/* C activation columns (C <= 4, a constant after inlining) against one 8-row group. The integer dot is taken
+ * with the unsigned nibbles q = stored ^ 8: sum (q - 8) y = sum q y - 8 sum y, exact. */
+static inline __attribute__((always_inline)) void q4_0_tile(int C, int nb, const bk_block_q4_0x8 *x,
+                                                            const uint8_t *act, size_t act_col, float *out,
+                                                            int64_t out_col) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x88 = _mm256_set1_epi8((char)0x88);
+    __m256 A[4];
+    for (int c = 0; c < C; c++) A[c] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i q[8]; /* [h][low/high][rows 0-3 / 4-7] */
+        for (int h = 0; h < 2; h++) {
+            const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * h)), x88);
+            const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * h + 32)), x88);
+            q[4 * h + 0] = _mm256_and_si256(w0, m4);
+            q[4 * h + 1] = _mm256_and_si256(w1, m4);
+            q[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(w0, 4), m4);
+            q[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(w1, 4), m4);
+        }
+        const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[b].d));
+        for (int c = 0; c < C; c++) {
+            const bk_block_q8_0 *y = (const bk_block_q8_0 *)(act + c * act_col) + b;
+            __m256i lo = _mm256_setzero_si256(), hi = lo;
+            for (int h = 0; h < 2; h++) {
+                const __m256i ya = bcast8(y->qs + 8 * h), yb = bcast8(y->qs + 16 + 8 * h);
+                lo = _mm256_add_epi16(lo, _mm256_add_epi16(_mm256_maddubs_epi16(q[4 * h + 0], ya),
+                                                           _mm256_maddubs_epi16(q[4 * h + 2], yb)));
+                hi = _mm256_add_epi16(hi, _mm256_add_epi16(_mm256_maddubs_epi16(q[4 * h + 1], ya),
+                                                           _mm256_maddubs_epi16(q[4 * h + 3], yb)));
+            }
+            int ysum = 0;
+            for (int e = 0; e < 32; e++) ysum += y->qs[e];
+            const __m256i ones = _mm256_set1_epi16(1);
+            const __m256i I = _mm256_sub_epi32(rows8(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)),
+                                               _mm256_set1_epi32(8 * ysum));
+            A[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(D, _mm256_set1_ps(bk_h2f(y->d))), A[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) _mm256_storeu_ps(out + c * out_col, A[c]);
+}
+
+void bk_matmul_q4_0_8x8(const void *w, int32_t k, const void *act, size_t act_col, int n, int64_t r0, int64_t r1,
+                        float *out, int64_t out_col) {
+    const int64_t nb = k / 32;
+    const bk_block_q4_0x8 *wb = (const bk_block_q4_0x8 *)w;
+    const uint8_t *a = (const uint8_t *)act;
+    for (int t = 0; t < n; t += 4) {
+        const int C = n - t < 4 ? n - t : 4;
+        for (int64_t g = r0 / 8; g < r1 / 8; g++) {
+            float *o = out + t * out_col + 8 * g;
+            const uint8_t *at = a + t * act_col;
+            if (C == 4) q4_0_tile(4, nb, wb + g * nb, at, act_col, o, out_col);
+            else if (C == 3) q4_0_tile(3, nb, wb + g * nb, at, act_col, o, out_col);
+            else if (C == 2) q4_0_tile(2, nb, wb + g * nb, at, act_col, o, out_col);
+            else q4_0_tile(1, nb, wb + g * nb, at, act_col, o, out_col);
+        }
+    }
 }

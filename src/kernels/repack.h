@@ -77,4 +77,29 @@ void bk_gemm_q4_K_8x8_q8_K(int32_t k, float *s, int64_t s_col, const void *w, co
 void bk_matmul_q4_K_8x8(const void *w, int32_t k, const void *act, int n, int64_t r0, int64_t r1, float *out,
                         int64_t out_col);
 
+/* ---- Q4_0 (the derived Q4_0 SmolLM2 file): repacked "q4_0_8x8" when the row count is a multiple of 8 ----
+ * bk_block_q4_0x8 (144 bytes): eight Q4_0 rows' block b: half d[8]; uint8 qs[128] with
+ *     qs[64h + 8j + e] = row j's qs[8h + e] ^ 0x88 (h < 2, e < 8): each nibble holds q ^ 8, read as a signed
+ *     4-bit value it is q - 8.
+ * Activations: quantize_row_q8_0 (x86) for every column (ggml_quantize_mat_q8_0_4x8 for the groups of four
+ * gives the same bytes, interleaved), so bk_quant_row_q8_0 rows serve here.
+ * ggml_gemv_q4_0_8x8_q8_0 and ggml_gemm_q4_0_8x8_q8_0 (AVX2) compute every output alike: per block b in order,
+ *     I = the exact integer dot of the 32 values (q - 8) * y.qs; A = fma((float)I, fl(h(d_c) * h(y.d)), A) from +0.
+ * (Not vec_dot's eight lanes: a repacked Q4_0 matrix gives other bits than bk_dot_q4_0_q8_0.) No dependence on
+ * the number of columns: gemm and gemv agree. */
+typedef struct { uint16_t d[8]; uint8_t qs[128]; } bk_block_q4_0x8;
+_Static_assert(sizeof(bk_block_q4_0x8) == 144, "block_q4_0x8 is 144 bytes");
+
+/* 1 when llama-server b11192 repacks a Q4_0 matrix of m rows of k (AVX2 CPU). */
+int bk_repack_q4_0_takes(int64_t m, int32_t k);
+
+/* Repack m rows of k Q4_0 values (m % 8 == 0, k % 32 == 0) into dst (same size); thread ith of nth does its
+ * share of the 8-row groups. Returns 0, or -1 for a shape that is not repacked. */
+int bk_repack_q4_0_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth);
+
+/* Weight rows r0 <= c < r1 (multiples of 8) of a repacked Q4_0 matrix against n Q8_0 activation columns
+ * (column t at act + t*act_col bytes): out[t*out_col + c]. */
+void bk_matmul_q4_0_8x8(const void *w, int32_t k, const void *act, size_t act_col, int n, int64_t r0, int64_t r1,
+                        float *out, int64_t out_col);
+
 #endif

@@ -1,9 +1,10 @@
 # cython: language_level=3
 """Test and benchmark shim over the weight kernels Gemma 3 needs (src/kernels/kquants.h, quants_q5.h, repack.h,
-gelu.h, with quants.h's Q8_0).
+gelu.h, with quants.h's Q8_0 and Q4_0).
 
 Used only by tests/ and tests/bench/: the engine calls the kernels from its own compiled code. Weights are uint8
-arrays [m, row_bytes] in the GGUF layout (m rows of k values, ggml type ids: Q5_0 6, Q8_0 8, Q4_K 12, Q6_K 14);
+arrays [m, row_bytes] in the GGUF layout (m rows of k values, ggml type ids: Q4_0 2, Q5_0 6, Q8_0 8, Q4_K 12,
+Q6_K 14);
 activations float32 [n, k] (n columns, one token a row); results float32 [n, m], as ggml's MUL_MAT writes them.
 
 `MatMul(wtype, w, k, repack=...)` runs a whole MUL_MAT node the way llama.cpp b11192's CPU backend does for
@@ -26,6 +27,7 @@ cdef extern from "quants.h" nogil:
 
 cdef extern from "repack.h" nogil:
     int bk_repack_q4_K_takes(int64_t m, int k)
+    int bk_repack_q4_0_takes(int64_t m, int k)
     void bk_quant_mat_q8_K_4x8(const float *x, int64_t x_row, void *y, int64_t k)
 
 cdef extern from "gelu.h" nogil:
@@ -42,7 +44,7 @@ cdef extern from *:
     #include "repack.h"
     #include "gelu.h"
 
-    enum { KQ_Q5_0 = 6, KQ_Q8_0 = 8, KQ_Q4_K = 12, KQ_Q6_K = 14 };
+    enum { KQ_Q4_0 = 2, KQ_Q5_0 = 6, KQ_Q8_0 = 8, KQ_Q4_K = 12, KQ_Q6_K = 14 };
 
     static size_t kq_act_bytes(int wtype, int k) {
         return (wtype == KQ_Q4_K || wtype == KQ_Q6_K) ? (size_t)(k / 256) * sizeof(bk_block_q8_K)
@@ -54,6 +56,7 @@ cdef extern from *:
         case KQ_Q5_0: bk_dot_q5_0_q8_0_rows(k, s, nr, w, rb, y); break;
         case KQ_Q8_0: bk_dot_q8_0_q8_0_rows(k, s, nr, w, rb, y); break;
         case KQ_Q4_K: bk_dot_q4_K_q8_K_rows(k, s, nr, w, rb, y); break;
+        case KQ_Q4_0: for (int r = 0; r < nr; r++) s[r] = bk_dot_q4_0_q8_0(k, w + r * rb, y); break;
         default: bk_dot_q6_K_q8_K_rows(k, s, nr, w, rb, y); break;
         }
     }
@@ -66,7 +69,7 @@ cdef extern from *:
         #pragma omp parallel num_threads(nth)
         {
             const int ith = omp_get_thread_num(), nt = omp_get_num_threads();
-            if (repacked) {
+            if (repacked && wtype == KQ_Q4_K) {
                 bk_act_prepare_q4_K_8x8(x, k, n, k, wdata, ith, nt);
             } else {
                 for (int c = ith; c < n; c += nt) {
@@ -77,7 +80,8 @@ cdef extern from *:
             #pragma omp barrier
             if (repacked) {
                 const int64_t ng = m / 8, g0 = ng * ith / nt, g1 = ng * (ith + 1) / nt;
-                if (g1 > g0) bk_matmul_q4_K_8x8(w, k, wdata, n, 8 * g0, 8 * g1, out, m);
+                if (g1 > g0 && wtype == KQ_Q4_K) bk_matmul_q4_K_8x8(w, k, wdata, n, 8 * g0, 8 * g1, out, m);
+                if (g1 > g0 && wtype == KQ_Q4_0) bk_matmul_q4_0_8x8(w, k, wdata, ab, n, 8 * g0, 8 * g1, out, m);
             } else {
                 const int64_t r0 = m * ith / nt, r1 = m * (ith + 1) / nt;
                 enum { CH = 16 };
@@ -95,11 +99,13 @@ cdef extern from *:
         }
     }
 
-    static int kq_repack(const uint8_t *src, uint8_t *dst, int64_t m, int k, int nth) {
+    static int kq_repack(int wtype, const uint8_t *src, uint8_t *dst, int64_t m, int k, int nth) {
         int rc = 0;
         #pragma omp parallel num_threads(nth)
         {
-            const int r = bk_repack_q4_K_8x8(src, dst, m, k, omp_get_thread_num(), omp_get_num_threads());
+            const int ith = omp_get_thread_num(), nt = omp_get_num_threads();
+            const int r = wtype == KQ_Q4_0 ? bk_repack_q4_0_8x8(src, dst, m, k, ith, nt)
+                                           : bk_repack_q4_K_8x8(src, dst, m, k, ith, nt);
             if (r) {
                 #pragma omp atomic write
                 rc = r;
@@ -128,13 +134,13 @@ cdef extern from *:
     size_t kq_act_bytes(int wtype, int k) nogil
     void kq_matmul(int wtype, int repacked, const uint8_t *w, size_t rb, int64_t m, int k, const float *x, int n,
                    float *out, uint8_t *wdata, int nth) nogil
-    int kq_repack(const uint8_t *src, uint8_t *dst, int64_t m, int k, int nth) nogil
+    int kq_repack(int wtype, const uint8_t *src, uint8_t *dst, int64_t m, int k, int nth) nogil
     void kq_geglu(int64_t rows, int64_t n, float *y, const float *x, const float *g, int gelu_only, int nth) nogil
     uint8_t *kq_alloc(size_t n) nogil
 
-Q5_0, Q8_0, Q4_K, Q6_K = 6, 8, 12, 14
-BLOCK = {Q5_0: (32, 22), Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210)}  # (values, bytes) a block
-NAMES = {Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
+Q4_0, Q5_0, Q8_0, Q4_K, Q6_K = 2, 6, 8, 12, 14
+BLOCK = {Q4_0: (32, 18), Q5_0: (32, 22), Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210)}  # (values, bytes) a block
+NAMES = {Q4_0: "Q4_0", Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
 
 
 def row_bytes(int wtype, int k):
@@ -146,9 +152,13 @@ def row_bytes(int wtype, int k):
     return k // qk * bb
 
 
-def repack_takes(int64_t m, int k):
-    """Whether llama-server b11192 repacks a Q4_K matrix of m rows of k values (AVX2 build)."""
-    return bool(bk_repack_q4_K_takes(m, k))
+def repack_takes(int64_t m, int k, int wtype=Q4_K):
+    """Whether llama-server b11192 repacks a matrix of m rows of k values of wtype (AVX2 build: Q4_K and Q4_0)."""
+    if wtype == Q4_K:
+        return bool(bk_repack_q4_K_takes(m, k))
+    if wtype == Q4_0:
+        return bool(bk_repack_q4_0_takes(m, k))
+    return False
 
 
 def _floats(x, int k):
@@ -190,22 +200,32 @@ def quant_mat_q8_K_4x8(x):
     return y
 
 
-def repack_q4_K(w, int k, int nth=1):
-    """The q4_K_8x8 repack of a Q4_K matrix (uint8 [m, k/256*144], m % 8 == 0): a new uint8 array, same shape."""
+def repack(int wtype, w, int k, int nth=1):
+    """The 8x8 repack llama-server makes at load of a Q4_K (q4_K_8x8) or Q4_0 (q4_0_8x8) matrix (uint8
+    [m, row_bytes], m % 8 == 0): a new uint8 array, same shape."""
     cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] src = np.ascontiguousarray(w, dtype=np.uint8)
-    if src.shape[1] != row_bytes(Q4_K, k):
-        raise ValueError(f"Q4_K rows of {k} values are {row_bytes(Q4_K, k)} bytes, got {src.shape[1]}")
-    if not bk_repack_q4_K_takes(src.shape[0], k):
-        raise ValueError(f"a repacked Q4_K matrix needs a multiple of 8 rows, got {src.shape[0]}")
+    if wtype not in (Q4_K, Q4_0):
+        raise ValueError(f"only Q4_K and Q4_0 are repacked on this CPU, not {NAMES.get(wtype, wtype)}")
+    if src.ndim != 2 or src.shape[1] != row_bytes(wtype, k):
+        raise ValueError(f"{NAMES[wtype]} rows of {k} values are {row_bytes(wtype, k)} bytes, got {src.shape[1]}")
+    if not repack_takes(src.shape[0], k, wtype):
+        raise ValueError(f"a repacked {NAMES[wtype]} matrix needs a multiple of 8 rows, got {src.shape[0]}")
     cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] dst = np.empty_like(src)
     with nogil:
-        kq_repack(&src[0, 0], &dst[0, 0], src.shape[0], k, nth)
+        kq_repack(wtype, &src[0, 0], &dst[0, 0], src.shape[0], k, nth)
     return dst
+
+
+def repack_q4_K(w, int k, int nth=1):
+    return repack(Q4_K, w, k, nth)
+
+
+_repack = repack
 
 
 cdef class MatMul:
     """One weight matrix, ready to multiply: the GGUF rows (kept as given, a read-only view is fine) or, with
-    repack=True (Q4_K only), the q4_K_8x8 copy made once here, as llama-server makes it at load. The activation
+    repack=True (Q4_K or Q4_0), the 8x8 copy made once here, as llama-server makes it at load. The activation
     scratch is kept between calls (grown when a call has more columns)."""
     cdef readonly int wtype, k
     cdef readonly int64_t m
@@ -221,10 +241,10 @@ cdef class MatMul:
         if a.ndim != 2 or a.shape[1] != rb:
             raise ValueError(f"{NAMES[wtype]} weights of rows of {k} values must be uint8 [m, {rb}], got "
                              f"shape {list(a.shape)}")
-        if repack and wtype != Q4_K:
-            raise ValueError(f"only Q4_K is repacked on this CPU, not {NAMES[wtype]}")
+        if repack and wtype not in (Q4_K, Q4_0):
+            raise ValueError(f"only Q4_K and Q4_0 are repacked on this CPU, not {NAMES[wtype]}")
         self.wtype, self.k, self.m, self.rb, self.repacked = wtype, k, a.shape[0], rb, repack
-        self.w = repack_q4_K(a, k, nth) if repack else np.ascontiguousarray(a)
+        self.w = _repack(wtype, a, k, nth) if repack else np.ascontiguousarray(a)
         self.wdata, self.wcap = NULL, 0
 
     def __dealloc__(self):
