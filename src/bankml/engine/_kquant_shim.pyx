@@ -170,24 +170,26 @@ def _floats(x, int k):
     return a
 
 
+cdef _quant_row(x, int qk, int bb, bint k_quant):
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] a = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
+    if a.shape[0] == 0 or a.shape[0] % qk:
+        raise ValueError(f"a {'Q8_K' if k_quant else 'Q8_0'} row needs a multiple of {qk} values, got {a.shape[0]}")
+    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] y = np.empty(a.shape[0] // qk * bb, np.uint8)
+    if k_quant:
+        bk_quant_row_q8_K(&a[0], &y[0], a.shape[0])
+    else:
+        bk_quant_row_q8_0(&a[0], &y[0], a.shape[0])
+    return y
+
+
 def quant_row_q8_K(x):
     """quantize_row_q8_K of one row (k % 256 == 0): the Q8_K blocks as uint8 (292 bytes each)."""
-    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] a = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
-    if a.shape[0] == 0 or a.shape[0] % 256:
-        raise ValueError(f"a Q8_K row needs a multiple of 256 values, got {a.shape[0]}")
-    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] y = np.empty(a.shape[0] // 256 * 292, np.uint8)
-    bk_quant_row_q8_K(&a[0], &y[0], a.shape[0])
-    return y
+    return _quant_row(x, 256, 292, True)
 
 
 def quant_row_q8_0(x):
     """quantize_row_q8_0 (x86) of one row (k % 32 == 0): the Q8_0 blocks as uint8 (34 bytes each)."""
-    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] a = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
-    if a.shape[0] == 0 or a.shape[0] % 32:
-        raise ValueError(f"a Q8_0 row needs a multiple of 32 values, got {a.shape[0]}")
-    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] y = np.empty(a.shape[0] // 32 * 34, np.uint8)
-    bk_quant_row_q8_0(&a[0], &y[0], a.shape[0])
-    return y
+    return _quant_row(x, 32, 34, False)
 
 
 def quant_mat_q8_K_4x8(x):
