@@ -40,12 +40,12 @@ float bk_dot_q5_0_q8_0(int n, const void *vx, const void *vy) {
     return bk_kq_hsum8(acc);
 }
 
-/* A tile of R weight rows x C activation columns (R <= 4, C <= 3, constants after inlining): each output keeps
+/* A tile of R weight rows x C activation columns (R, C <= 4, constants after inlining): each output keeps
  * the single dot product's accumulator and order; the rows' decoded values are shared by the columns and the
  * columns' loads by the rows. s[c*s_col + r]. */
 static inline __attribute__((always_inline)) void tile(int R, int C, int nb, float *s, int64_t s_col,
                                                        const uint8_t *x, size_t bx, const uint8_t *y, size_t by) {
-    __m256 acc[3][4];
+    __m256 acc[4][4];
     for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++) acc[c][r] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
@@ -82,20 +82,22 @@ void bk_gemm_q5_0_q8_0(int n, float *s, int64_t s_col, int nr, int nc, const voi
                        size_t by) {
     const uint8_t *x = (const uint8_t *)vx, *y = (const uint8_t *)vy;
     const int nb = n / 32;
-    for (int c = 0; c < nc; c += 3) {
-        const int C = nc - c < 3 ? nc - c : 3;
+    for (int c = 0; c < nc; c += 4) {
+        const int C = nc - c < 4 ? nc - c : 4;
         const uint8_t *yc = y + (size_t)c * by;
         float *sc = s + c * s_col;
         int r = 0;
-        for (; r + 4 <= nr; r += 4) {
+        for (; r + 2 <= nr; r += 2) {
             const uint8_t *xr = x + (size_t)r * bx;
-            if (C == 3) tile(4, 3, nb, sc + r, s_col, xr, bx, yc, by);
-            else if (C == 2) tile(4, 2, nb, sc + r, s_col, xr, bx, yc, by);
-            else tile(4, 1, nb, sc + r, s_col, xr, bx, yc, by);
+            if (C == 4) tile(2, 4, nb, sc + r, s_col, xr, bx, yc, by);
+            else if (C == 3) tile(2, 3, nb, sc + r, s_col, xr, bx, yc, by);
+            else if (C == 2) tile(2, 2, nb, sc + r, s_col, xr, bx, yc, by);
+            else tile(2, 1, nb, sc + r, s_col, xr, bx, yc, by);
         }
         for (; r < nr; r++) {
             const uint8_t *xr = x + (size_t)r * bx;
-            if (C == 3) tile(1, 3, nb, sc + r, s_col, xr, bx, yc, by);
+            if (C == 4) tile(1, 4, nb, sc + r, s_col, xr, bx, yc, by);
+            else if (C == 3) tile(1, 3, nb, sc + r, s_col, xr, bx, yc, by);
             else if (C == 2) tile(1, 2, nb, sc + r, s_col, xr, bx, yc, by);
             else tile(1, 1, nb, sc + r, s_col, xr, bx, yc, by);
         }

@@ -28,8 +28,8 @@ float bk_dot_q5_0_q8_0(int n, const void *x, const void *y);
 void bk_dot_q5_0_q8_0_rows(int n, float *s, int nr, const void *x, size_t bx, const void *y);
 
 /* nr weight rows against nc activation columns (Q8_0 rows by bytes apart): s[c*s_col + r] = dot(x + r*bx,
- * y + c*by). Same bits as the single dots (each output keeps its own accumulator and order); tiles of 4 rows x
- * 3 columns share the decoded weights and the activation loads. */
+ * y + c*by). Same bits as the single dots (each output keeps its own accumulator and order); tiles of 2 rows x
+ * 4 columns share the decoded weights and the activation loads. */
 void bk_gemm_q5_0_q8_0(int n, float *s, int64_t s_col, int nr, int nc, const void *x, size_t bx, const void *y,
                        size_t by);
 
