@@ -140,23 +140,33 @@ static inline __m256i rows8(__m256i a, __m256i b) {
     return _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(a, b), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
 }
 
-/* The integer sums of sub-blocks 2p (low nibbles) and 2p+1 (high nibbles) of one repacked super-block, each
- * scaled by its sub-block scale, added in 32 bits: two lanes a row for rows 0..3 (*a) and 4..7 (*b).
- * act_lo[u] / act_hi[u]: the 8 activation bytes that meet the low / high nibbles of byte group 4p + u,
- * broadcast to the four 64-bit lanes. */
-static inline void pair_sums(const uint8_t *qs, int p, const __m256i *act_lo, const __m256i *act_hi,
-                             const scales_t *S, __m256i *a, __m256i *b) {
+/* The nibbles of sub-blocks 2p (low) and 2p+1 (high) of one repacked super-block, as bytes:
+ * nib[4u + 0 / 1] = low nibbles of byte group 4p + u for rows 0..3 / 4..7, nib[4u + 2 / 3] = the high ones. */
+static inline void pair_nibbles(const uint8_t *qs, int p, __m256i nib[16]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i l0 = _mm256_setzero_si256(), l1 = l0, h0 = l0, h1 = l0;
     for (int u = 0; u < 4; u++) {
         const int g = 4 * p + u;
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)(qs + 64 * g));      /* rows 0..3 */
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)(qs + 64 * g + 32)); /* rows 4..7 */
+        nib[4 * u + 0] = _mm256_and_si256(w0, m4);
+        nib[4 * u + 1] = _mm256_and_si256(w1, m4);
+        nib[4 * u + 2] = _mm256_and_si256(_mm256_srli_epi16(w0, 4), m4);
+        nib[4 * u + 3] = _mm256_and_si256(_mm256_srli_epi16(w1, 4), m4);
+    }
+}
+
+/* The integer sums of sub-blocks 2p and 2p+1 against one activation row, each scaled by its sub-block scale,
+ * added in 32 bits: two lanes a row for rows 0..3 (*a) and 4..7 (*b). act_lo[u] / act_hi[u]: the 8 activation
+ * bytes that meet the low / high nibbles of byte group 4p + u, broadcast to the four 64-bit lanes. */
+static inline void pair_sums(const __m256i nib[16], int p, const __m256i *act_lo, const __m256i *act_hi,
+                             const scales_t *S, __m256i *a, __m256i *b) {
+    __m256i l0 = _mm256_setzero_si256(), l1 = l0, h0 = l0, h1 = l0;
+    for (int u = 0; u < 4; u++) {
         /* int16 sums of 8 products each: |sum| <= 8 * 15 * 127, no overflow */
-        l0 = _mm256_add_epi16(l0, _mm256_maddubs_epi16(_mm256_and_si256(w0, m4), act_lo[u]));
-        l1 = _mm256_add_epi16(l1, _mm256_maddubs_epi16(_mm256_and_si256(w1, m4), act_lo[u]));
-        h0 = _mm256_add_epi16(h0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w0, 4), m4), act_hi[u]));
-        h1 = _mm256_add_epi16(h1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w1, 4), m4), act_hi[u]));
+        l0 = _mm256_add_epi16(l0, _mm256_maddubs_epi16(nib[4 * u + 0], act_lo[u]));
+        l1 = _mm256_add_epi16(l1, _mm256_maddubs_epi16(nib[4 * u + 1], act_lo[u]));
+        h0 = _mm256_add_epi16(h0, _mm256_maddubs_epi16(nib[4 * u + 2], act_hi[u]));
+        h1 = _mm256_add_epi16(h1, _mm256_maddubs_epi16(nib[4 * u + 3], act_hi[u]));
     }
     *a = _mm256_add_epi32(_mm256_madd_epi16(l0, S->sc_lo[2 * p]), _mm256_madd_epi16(h0, S->sc_lo[2 * p + 1]));
     *b = _mm256_add_epi32(_mm256_madd_epi16(l1, S->sc_hi[2 * p]), _mm256_madd_epi16(h1, S->sc_hi[2 * p + 1]));
@@ -191,8 +201,9 @@ void bk_gemv_q4_K_8x8_q8_K(int32_t k, float *s, const void *w, const void *vy, i
                     alo[u] = bcast8(y[b].qs + 64 * p + 8 * u);
                     ahi[u] = bcast8(y[b].qs + 64 * p + 32 + 8 * u);
                 }
-                __m256i a, c;
-                pair_sums(x->qs, p, alo, ahi, &S, &a, &c);
+                __m256i nib[16], a, c;
+                pair_nibbles(x->qs, p, nib);
+                pair_sums(nib, p, alo, ahi, &S, &a, &c);
                 ia = _mm256_add_epi32(ia, a);
                 ib = _mm256_add_epi32(ib, c);
                 im = _mm256_add_epi32(im, _mm256_madd_epi16(S.mn_pair[p], _mm256_set1_epi32(sp[p])));
@@ -213,44 +224,47 @@ void bk_gemm_q4_K_8x8_q8_K(int32_t k, float *s, int64_t s_col, const void *w, co
                            int64_t r1) {
     const int64_t nb = k / QKB;
     const bk_block_q4_Kx8 *wb = (const bk_block_q4_Kx8 *)w;
-    for (int t0 = 0; t0 < n4; t0 += 4) {
-        const bk_block_q8_Kx4 *y = (const bk_block_q8_Kx4 *)vy + (t0 / 4) * nb;
+    /* up to 16 activation rows (four block_q8_Kx4 groups) share each decoded weight super-block */
+    for (int t0 = 0; t0 < n4; t0 += 16) {
+        const int ng = (n4 - t0 < 16 ? n4 - t0 : 16) / 4;
+        const bk_block_q8_Kx4 *y0 = (const bk_block_q8_Kx4 *)vy + (t0 / 4) * nb;
         for (int64_t g = r0 / 8; g < r1 / 8; g++) {
-            __m256 A[4], B[4];
-            for (int r = 0; r < 4; r++) A[r] = B[r] = _mm256_setzero_ps();
+            __m256 A[16], B[16];
+            for (int r = 0; r < 4 * ng; r++) A[r] = B[r] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
                 const bk_block_q4_Kx8 *x = wb + g * nb + b;
                 scales_t S;
                 decode_scales(x, &S);
                 const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
                 const __m256 M = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->dmin));
-                __m256 DY[4], MY[4];
-                for (int r = 0; r < 4; r++) {
-                    const __m256 yd = _mm256_set1_ps(y[b].d[r]);
-                    DY[r] = _mm256_mul_ps(D, yd);
-                    MY[r] = _mm256_mul_ps(M, yd);
-                }
                 for (int p = 0; p < 4; p++) {
-                    /* S(2p), S(2p+1) of row r: bsums[16p + 4r + 0..3] pairwise */
-                    int32_t sp[4];
-                    _mm_storeu_si128((__m128i *)sp,
-                                     _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(y[b].bsums + 16 * p)),
-                                                    _mm_loadu_si128((const __m128i *)(y[b].bsums + 16 * p + 8))));
-                    for (int r = 0; r < 4; r++) {
-                        __m256i alo[4], ahi[4];
-                        for (int u = 0; u < 4; u++) {
-                            alo[u] = bcast8(y[b].qs + 256 * p + 32 * u + 8 * r);
-                            ahi[u] = bcast8(y[b].qs + 256 * p + 32 * (u + 4) + 8 * r);
+                    __m256i nib[16]; /* shared by the activation rows */
+                    pair_nibbles(x->qs, p, nib);
+                    for (int q = 0; q < ng; q++) {
+                        const bk_block_q8_Kx4 *y = y0 + q * nb + b;
+                        /* S(2p), S(2p+1) of row r: bsums[16p + 4r + 0..3] pairwise */
+                        int32_t sp[4];
+                        _mm_storeu_si128((__m128i *)sp,
+                                         _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(y->bsums + 16 * p)),
+                                                        _mm_loadu_si128((const __m128i *)(y->bsums + 16 * p + 8))));
+                        for (int r = 0; r < 4; r++) {
+                            __m256i alo[4], ahi[4];
+                            for (int u = 0; u < 4; u++) {
+                                alo[u] = bcast8(y->qs + 256 * p + 32 * u + 8 * r);
+                                ahi[u] = bcast8(y->qs + 256 * p + 32 * (u + 4) + 8 * r);
+                            }
+                            __m256i a, c;
+                            pair_sums(nib, p, alo, ahi, &S, &a, &c);
+                            const __m256i im = _mm256_madd_epi16(S.mn_pair[p], _mm256_set1_epi32(sp[r]));
+                            const __m256 yd = _mm256_set1_ps(y->d[r]);
+                            /* fl(D * y.d) and fl(M * y.d), then one fma each, per pair of sub-blocks */
+                            A[4 * q + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows8(a, c)), _mm256_mul_ps(D, yd), A[4 * q + r]);
+                            B[4 * q + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(M, yd), B[4 * q + r]);
                         }
-                        __m256i a, c;
-                        pair_sums(x->qs, p, alo, ahi, &S, &a, &c);
-                        const __m256i im = _mm256_madd_epi16(S.mn_pair[p], _mm256_set1_epi32(sp[r]));
-                        A[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows8(a, c)), DY[r], A[r]);
-                        B[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), MY[r], B[r]);
                     }
                 }
             }
-            for (int r = 0; r < 4; r++) _mm256_storeu_ps(s + (t0 + r) * s_col + 8 * g, _mm256_sub_ps(A[r], B[r]));
+            for (int r = 0; r < 4 * ng; r++) _mm256_storeu_ps(s + (t0 + r) * s_col + 8 * g, _mm256_sub_ps(A[r], B[r]));
         }
     }
 }
