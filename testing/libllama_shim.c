@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "llama.h"
+#include "ggml-cpu.h"
 
 typedef struct {
     struct llama_model *model;
     struct llama_context *ctx;
     struct llama_batch batch;
     int n_batch;
+    struct ggml_threadpool *tp;
 } shim_t;
 
 static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void)level; (void)text; (void)ud; }
@@ -49,9 +51,22 @@ shim_t *shim_open(const char *path, int n_ctx, int n_batch, int n_ubatch, int n_
     return s;
 }
 
+/* Compute with an explicit threadpool of n_threads threads polling at `poll` (0..100; llama-server's default is 50).
+ * The thread count decides the bits (split-KV chunks); the polling only how long idle threads spin, which on a
+ * loaded machine is the difference between seconds and minutes. */
+int shim_threadpool(shim_t *s, int n_threads, int poll) {
+    struct ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
+    p.poll = (uint32_t)poll;
+    s->tp = ggml_threadpool_new(&p);
+    if (!s->tp) return -1;
+    llama_attach_threadpool(s->ctx, s->tp, s->tp);
+    return 0;
+}
+
 void shim_close(shim_t *s) {
     if (!s) return;
     if (s->ctx) { llama_batch_free(s->batch); llama_free(s->ctx); }
+    if (s->tp) ggml_threadpool_free(s->tp);
     llama_model_free(s->model);
     free(s);
 }

@@ -14,9 +14,11 @@ from __future__ import annotations
 # --- weights -----------------------------------------------------------------------------------------------
 # ggml tensor types the engine can use, per role a tensor plays in the graph.
 WEIGHT_TYPES: dict[str, frozenset[str]] = {
-    # matrix multiplications (attention and feed-forward projections, the output head)
-    "matrix": frozenset({"F32", "F16", "Q8_0", "Q4_1"}),  # Q4_0: later
-    # the token embedding table (rows are looked up, then dequantized)
+    # matrix multiplications (attention and feed-forward projections, the output head); each bit-exact with
+    # llama.cpp b11192: tests/test_engine_oracle.py (SmolLM2 Q4_1, F16, Q8_0, F32 files) and
+    # tests/test_kernels_forward.py (ggml's MUL_MAT). Q4_0 / K-quants: b11192 repacks them on AVX2 (later)
+    "matrix": frozenset({"F32", "F16", "Q8_0", "Q4_1"}),
+    # the token embedding table (rows are looked up, then dequantized; GET_ROWS checked against ggml's)
     "embedding": frozenset({"F32", "F16", "Q8_0", "Q4_1"}),
     # RMS-norm weights, biases and other vectors
     "vector": frozenset({"F32"}),

@@ -104,3 +104,30 @@ class InvalidToken(TokenizerError, IndexError):
         self.token = token
         self.n_vocab = n_vocab
         super().__init__(f"token id {token} is out of the vocabulary (0..{n_vocab - 1})")
+
+
+class EngineError(BankmlError):
+    """The forward pass refuses a call (bankml.engine); nothing in the KV cache changed."""
+
+
+class ContextFull(EngineError):
+    """The tokens of a decode call do not fit in the KV cache: positions n_past .. n_past+n_tokens-1 are needed,
+    the cache holds n_ctx cells (llama_decode fails the same way: no KV slot for the batch)."""
+
+    def __init__(self, n_past: int, n_tokens: int, n_ctx: int):
+        self.n_past = n_past
+        self.n_tokens = n_tokens
+        self.n_ctx = n_ctx
+        super().__init__(f"{n_tokens} tokens after {n_past} cached ones need {n_past + n_tokens} cells; the "
+                         f"context holds {n_ctx}")
+
+
+class PositionMismatch(EngineError):
+    """A decode call must continue the cached sequence: its first position must be n_past (llama.cpp requires
+    Y = X + 1 for the batch's first position Y and the cache's last X)."""
+
+    def __init__(self, pos: int, n_past: int):
+        self.pos = pos
+        self.n_past = n_past
+        super().__init__(f"decode at position {pos}, but the cache holds positions 0..{n_past - 1}: the next "
+                         f"position is {n_past} (truncate the cache first to go back)")

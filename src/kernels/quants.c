@@ -1,6 +1,7 @@
 /* Activation quantization and integer dot products; the float order of each function is in quants.h. */
 #include "quants.h"
 #include "fp16.h"
+#include "simd_common.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -8,26 +9,9 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* H(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
-static inline float hsum8(__m256 a) {
-    __m128 t = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
-}
-
-/* 32 nibbles as bytes: element i < 16 is qs[i] & 15, element i + 16 is qs[i] >> 4 */
-static inline __m256i unpack_nibbles(const uint8_t *qs) {
-    const __m128i lo = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), _mm_srli_epi16(lo, 4), 1);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-/* eight int32 lanes, lane j = sum of u[4j..4j+3] * s[4j..4j+3] (u unsigned bytes, s signed), as floats */
-static inline __m256 lane_sums_us(__m256i u, __m256i s) {
-    const __m256i p16 = _mm256_maddubs_epi16(u, s);
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-}
+#define hsum8 bk_hsum8
+#define unpack_nibbles bk_unpack_nibbles
+#define lane_sums_us bk_lanes_avx2
 
 /* the same for two signed operands: |x| times y with x's sign moved onto y */
 static inline __m256 lane_sums_ss(__m256i x, __m256i y) {

@@ -1,0 +1,122 @@
+/* MUL_MAT drivers; which kernel runs for which weight type and why is in matmul.h. */
+#include "matmul.h"
+#include "floatdot.h"
+#include "fp16.h"
+#include "quants.h"
+#include "rows8.h"
+
+#include <string.h>
+
+int bk_matmul_supported(int32_t wtype, int32_t k) {
+    switch (wtype) {
+    case BK_TYPE_F32: case BK_TYPE_F16: return k > 0;
+    case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: return k > 0 && k % BK_QK == 0;
+    default: return 0;
+    }
+}
+
+int32_t bk_act_type(int32_t wtype) {
+    switch (wtype) {
+    case BK_TYPE_Q4_1: return BK_TYPE_Q8_1;
+    case BK_TYPE_Q8_0: return BK_TYPE_Q8_0;
+    case BK_TYPE_F16: return BK_TYPE_F16;
+    default: return BK_TYPE_F32;
+    }
+}
+
+size_t bk_act_row_bytes(int32_t act_type, int32_t k) {
+    switch (act_type) {
+    case BK_TYPE_Q8_1: return (size_t)(k / BK_QK) * sizeof(bk_block_q8_1);
+    case BK_TYPE_Q8_0: return (size_t)(k / BK_QK) * sizeof(bk_block_q8_0);
+    case BK_TYPE_F16: return (size_t)k * 2;
+    default: return (size_t)k * 4;
+    }
+}
+
+void bk_act_prepare(int32_t act_type, const float *x, int32_t k, void *dst) {
+    switch (act_type) {
+    case BK_TYPE_Q8_1: bk_quant_row_q8_1(x, dst, k); break;
+    case BK_TYPE_Q8_0: bk_quant_row_q8_0(x, dst, k); break;
+    case BK_TYPE_F16: bk_fp32_to_fp16_row(x, (uint16_t *)dst, k); break;
+    default: memcpy(dst, x, (size_t)k * sizeof(float)); break;
+    }
+}
+
+int64_t bk_matmul_split(int64_t m, int ith, int nth) {
+    if (ith >= nth) return m;
+    return (m * ith / nth) & ~(int64_t)31;
+}
+
+/* out[c*out_col + r] for r0 <= r < r1, c < n, with the kernel for the weight type and n_node */
+static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n, int n_node, int64_t r0, int64_t r1,
+                    float *out, int64_t out_col) {
+    const int k = W->k;
+    const size_t rb = W->row_bytes;
+    const uint8_t *w = (const uint8_t *)W->data;
+    if (W->x8 && r0 % 8 == 0) {
+        const int64_t m8 = W->m / 8 * 8, e = r1 < m8 ? r1 : m8;
+        if (e > r0) {
+            bk_x8_matmul(W->type, W->x8, k, r0 / 8, e / 8, a, act_col, n, out, out_col);
+            r0 = e;
+        }
+        if (r0 >= r1) return;
+    }
+    switch (W->type) {
+    case BK_TYPE_F16:
+        if (bk_tinyblas_takes(W->m, k, n_node)) {
+            bk_gemm_f16_tb(k, (const uint16_t *)w, (int64_t)(rb / 2), r0, r1, (const uint16_t *)a,
+                           (int64_t)(act_col / 2), n, out, out_col);
+            return;
+        }
+        break;
+    case BK_TYPE_F32:
+        if (bk_tinyblas_takes(W->m, k, n_node)) {
+            bk_gemm_f32_tb(k, (const float *)w, (int64_t)(rb / 4), r0, r1, (const float *)a, (int64_t)(act_col / 4),
+                           n, out, out_col);
+            return;
+        }
+        break;
+    }
+    /* one vec_dot per output (Q4_1 / Q8_0 rows not regrouped: the same bits as the regrouped kernels) */
+    for (int c = 0; c < n; c++) {
+        const void *y = a + c * act_col;
+        float *o = out + c * out_col;
+        const uint8_t *wr = w + r0 * rb;
+        const int nr = (int)(r1 - r0);
+        switch (W->type) {
+        case BK_TYPE_Q4_1: bk_dot_q4_1_q8_1_rows(k, o + r0, nr, wr, rb, y); break;
+        case BK_TYPE_Q8_0: bk_dot_q8_0_q8_0_rows(k, o + r0, nr, wr, rb, y); break;
+        case BK_TYPE_F16:
+            for (int i = 0; i < nr; i++) o[r0 + i] = bk_dot_f16(k, (const uint16_t *)(wr + i * rb), (const uint16_t *)y);
+            break;
+        default:
+            for (int i = 0; i < nr; i++) o[r0 + i] = bk_dot_f32(k, (const float *)(wr + i * rb), (const float *)y);
+            break;
+        }
+    }
+}
+
+void bk_matmul(const bk_matrix *W, const void *act, size_t act_col, int n, int n_node, int64_t r0, int64_t r1,
+               float *out, int64_t out_col, const float *res, int64_t res_col) {
+    const uint8_t *a = (const uint8_t *)act;
+    if (r1 <= r0 || n <= 0) return;
+    if (!res) {
+        compute(W, a, act_col, n, n_node, r0, r1, out, out_col);
+        return;
+    }
+    /* with a residual (which may be out itself): blocks through a scratch tile, then one add each */
+    enum { TR = 64, TC = 32 };
+    float tmp[TR * TC];
+    for (int64_t rc = r0; rc < r1; rc += TR) {
+        const int64_t re = r1 - rc < TR ? r1 : rc + TR;
+        for (int c0 = 0; c0 < n; c0 += TC) {
+            const int nc = n - c0 < TC ? n - c0 : TC;
+            compute(W, a + c0 * act_col, act_col, nc, n_node, rc, re, tmp - rc, TR);
+            for (int c = 0; c < nc; c++) {
+                float *o = out + (c0 + c) * out_col + rc;
+                const float *s = tmp + c * TR, *rs = res + (c0 + c) * res_col + rc;
+                for (int64_t i = 0; i < re - rc; i++) o[i] = s[i] + rs[i];
+            }
+        }
+    }
+}

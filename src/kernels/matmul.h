@@ -1,0 +1,62 @@
+/* MUL_MAT of a weight matrix by activation columns, with the kernel llama.cpp b11192 picks for each weight type
+ * on the AVX2 oracle build (ggml-cpu.c `ggml_compute_forward_mul_mat`, llamafile/sgemm.cpp, type_traits_cpu):
+ *
+ *   weight  activation (vec_dot_type)       n = 1                    n >= 2
+ *   Q4_1    Q8_1 (quantize_row_q8_1, x86)   ggml_vec_dot_q4_1_q8_1   the same vec_dot per output (sgemm has no
+ *                                                                    Q4_1 case; repack does not take Q4_1)
+ *   Q8_0    Q8_0 (quantize_row_q8_0, x86)   ggml_vec_dot_q8_0_q8_0   tinyBLAS_Q0_AVX: the same arithmetic per
+ *                                                                    element (fl(dA*dB), fma into 8 lanes, hsum)
+ *   F16     F16 (fp32_to_fp16, RNE)         ggml_vec_dot_f16         tinyBLAS<8> F16 order if m%4 == 0, k%8 == 0
+ *   F32     F32                             ggml_vec_dot_f32         tinyBLAS<8> F32 order if m%4 == 0, k%8 == 0
+ * (float orders: quants.h and floatdot.h). Q8_0 is not repacked on x86 in b11192 (repack.cpp only takes it on
+ * ARM / RISC-V), so the file layout is what the kernels read.
+ *
+ * `n` is the number of activation columns of the whole MUL_MAT node, which decides the kernel; a caller that
+ * splits the columns must still pass the node's n as n_node.
+ */
+#ifndef BK_MATMUL_H
+#define BK_MATMUL_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml type ids of the weight and activation types handled here */
+enum bk_type {
+    BK_TYPE_F32 = 0,
+    BK_TYPE_F16 = 1,
+    BK_TYPE_Q4_1 = 3,
+    BK_TYPE_Q8_0 = 8,
+    BK_TYPE_Q8_1 = 9,
+};
+
+typedef struct bk_matrix {
+    const void *data;  /* m rows of k elements, row r at data + r*row_bytes (the GGUF layout, in the mmap) */
+    int32_t type;      /* enum bk_type: F32, F16, Q4_1 or Q8_0 */
+    int32_t k;         /* elements per row (ggml ne0): the inner length */
+    int64_t m;         /* rows (ggml ne1): the outputs */
+    size_t row_bytes;
+    const void *x8;    /* NULL, or Q4_1 / Q8_0 rows 0 .. m/8*8-1 regrouped by 8 (rows8.h): same bits, faster */
+} bk_matrix;
+
+/* 1 when the weight type is one of those above with k a multiple of its block size. */
+int bk_matmul_supported(int32_t wtype, int32_t k);
+
+/* The activation type a weight type's dot products take (ggml's vec_dot_type), and its row size in bytes. */
+int32_t bk_act_type(int32_t wtype);
+size_t bk_act_row_bytes(int32_t act_type, int32_t k);
+
+/* One activation row x (float[k] IN) into dst (bk_act_row_bytes(act_type, k) bytes OUT), as ggml's from_float. */
+void bk_act_prepare(int32_t act_type, const float *x, int32_t k, void *dst);
+
+/* Row ranges given to threads start at multiples of 32 (regrouped rows stay whole; a share of a 32-element
+ * quantization block never splits): rows
+ * [bk_matmul_split(m, ith, nth), bk_matmul_split(m, ith + 1, nth)) are thread ith's share. */
+int64_t bk_matmul_split(int64_t m, int ith, int nth);
+
+/* Outputs r0 <= r < r1 of the columns c < n: out[c*out_col + r] = dot(W row r, act column c), plus
+ * res[c*res_col + r] when res is not NULL (the residual ADD, one rounding after the dot; res may be out).
+ * act: n columns of bk_act_row_bytes(bk_act_type(W->type), W->k) bytes each, act_col bytes apart.
+ * n_node: the activation columns of the whole MUL_MAT (decides vec_dot or tinyBLAS for F16 / F32). */
+void bk_matmul(const bk_matrix *W, const void *act, size_t act_col, int n, int n_node, int64_t r0, int64_t r1,
+               float *out, int64_t out_col, const float *res, int64_t res_col);
+
+#endif

