@@ -16,7 +16,7 @@ import sys
 from testing.oracle import REPO, LlamaServer, model_path
 
 OUT = REPO / "tests" / "oracle" / "sampling"
-PARAMS_ARGS = ["-t", "2", "-c", "4096", "-np", "1", "--jinja", "--reasoning", "off", "--no-webui", "-n", "8"]
+PARAMS_ARGS = ["-t", "2", "-c", "4096", "-np", "1", "--jinja", "--reasoning", "off", "--no-webui", "-n", "1"]
 PROMPT = "Hi"
 
 

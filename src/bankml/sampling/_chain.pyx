@@ -57,6 +57,11 @@ cdef extern from "sampling.h" nogil:
     void bk_adaptive_p(bk_cands *c, float target, const float *state, float *orig, bk_mt19937 *g)
 
 
+def logf_(float x):
+    """glibc's logf (std::log(float)), for the server's logprob"""
+    return logf(x)
+
+
 TOKEN_DTYPE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
 
@@ -159,9 +164,6 @@ cdef class Candidates:
             memcpy(&raw[0], self.c.data, nbytes)
         return out
 
-    def logf(self, float x):
-        """glibc's logf (std::log(float)), for the server's logprob"""
-        return logf(x)
 
     def sort_by_p(self):
         """common_sampler_get_candidates(do_sort=true): std::sort by p descending when not sorted; the

@@ -370,7 +370,8 @@ class Params:
             "speculative.types": "none", "timings_per_token": self.timings_per_token,
             "post_sampling_probs": self.post_sampling_probs, "backend_sampling": self.backend_sampling,
             "lora": lora})
-        return head
+        # nlohmann::json writes a non-finite number as null
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in head.items()}
 
 
 def _trigger_json(t) -> dict:
@@ -400,10 +401,24 @@ def fresh(defaults: Defaults) -> Params:
 
 
 def props_params(defaults: Defaults) -> Params:
-    """/props' default_generation_settings: the server's params with a fresh chat parser (reasoning "none")"""
-    p = fresh(defaults)
+    """/props' task_params: a default task_params with the server's sampling (so n_predict -1, reasoning "none",
+    whatever -n says)"""
+    p = fresh(Defaults())
+    d = fresh(defaults)
+    for name in ("seed", "n_probs", "min_keep", "top_k", "top_p", "min_p", "top_n_sigma", "xtc_probability",
+                 "xtc_threshold", "typ_p", "temp", "dynatemp_range", "dynatemp_exponent", "penalty_last_n",
+                 "penalty_repeat", "penalty_freq", "penalty_present", "dry_multiplier", "dry_base",
+                 "dry_allowed_length", "dry_penalty_last_n", "mirostat", "mirostat_tau", "mirostat_eta",
+                 "adaptive_target", "adaptive_decay", "dry_sequence_breakers", "samplers"):
+        setattr(p, name, getattr(d, name))
     p.reasoning_format = "none"
+    p.stop = []
     return p
+
+
+def props_json(defaults: Defaults, n_ctx_slot: int) -> dict:
+    """/props' default_generation_settings"""
+    return {"params": props_params(defaults).to_json(only_metrics=True), "n_ctx": n_ctx_slot}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -438,7 +453,10 @@ class _Walk:
 
         def f(v):
             x = get_num(v, kind)
-            if lo is not None:
+            if lo is None and kind == "f32":
+                # field_num's default limits are numeric_limits<float>::lowest() .. max(): infinities clamp
+                x = _clamp(x, -FLT_MAX, FLT_MAX)
+            elif lo is not None:
                 if hard:
                     if x < lo or x > hi:
                         raise _FieldError(f"Value must be between {to_string_num(lo, kind)} <= value <= "

@@ -5,7 +5,7 @@
 
 Both give TokenProbs: `ids` and `probs` (float32) of the top entries, and `token_prob`, the probability of the
 sampled token (1.0 when it is not among the candidates, as the server's default). The server turns a
-probability into `logprob` = ln(p) (-FLT_MAX... see logprob()).
+probability into `logprob` = logf(p), or -FLT_MAX for p == 0 (see logprob()).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def post_sampling_of(cands, n: int, token: int | None = None) -> TokenProbs:
 
 
 def logprob(p: float) -> float:
-    """completion_token_output::logarithm: ln(p) in float, -FLT_MAX... for p == 0 (llama-server emits
-    std::numeric_limits<float>::lowest())"""
+    """completion_token_output::logarithm: std::log(float), and std::numeric_limits<float>::lowest() for 0
+    (JSON cannot hold -inf)"""
     if p == 0.0:
         return -3.4028234663852886e38
-    return float(np.log(np.float32(p)))
+    return float(_chain.logf_(p))

@@ -36,8 +36,10 @@ def check_penalties(p: Params) -> None:
 
 
 def _f32_div(a: float, b: float) -> float:
-    q = np.float32(a) / np.float32(b) if b != 0 else math.inf
-    return float(q)
+    if b == 0:
+        return math.inf
+    with np.errstate(over="ignore"):
+        return float(np.float32(a) / np.float32(b))
 
 
 @functools.lru_cache(maxsize=8)
