@@ -18,6 +18,7 @@ import logging
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from .. import nljson
 from ..errors import BankmlError
@@ -39,8 +40,42 @@ async def _refusal(request: Request, exc: BankmlError) -> Response:
     return error_response(str(exc), 501)
 
 
+def _not_supported(message: str):
+    async def handler(request: Request) -> Response:
+        return error_response(message, 501)
+    return handler
+
+
+async def _infill(request: Request) -> Response:
+    h = request.app.state.ctx.header
+    err = "".join(f"{what} token is missing. " for key, what in (("prefix", "prefix"), ("suffix", "suffix"),
+                                                                  ("middle", "middle"))
+                  if h.get({"prefix": "tokenizer.ggml.fim_pre_token_id", "suffix": "tokenizer.ggml.fim_suf_token_id",
+                            "middle": "tokenizer.ggml.fim_mid_token_id"}[key]) is None)
+    if err:
+        return error_response("Infill is not supported by this model: " + err, 501)
+    return error_response("/infill is not reproduced by bankml yet", 501)
+
+
+_EMBD = _not_supported("This server does not support embeddings. Start it with `--embeddings`")
+_RERANK = _not_supported("This server does not support reranking. Start it with `--reranking`")
+_LATER = _not_supported("this endpoint is not reproduced by bankml yet")
+
+other_routes = [Route("/infill", _infill, methods=["POST"])] + [
+    Route(p, _EMBD, methods=["POST"]) for p in ("/embedding", "/embeddings", "/v1/embeddings")] + [
+    Route(p, _RERANK, methods=["POST"]) for p in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking")] + [
+    Route(p, _LATER, methods=["POST"]) for p in (
+        "/v1/responses", "/responses", "/v1/messages", "/v1/messages/count_tokens", "/responses/input_tokens",
+        "/v1/responses/input_tokens", "/v1/audio/transcriptions", "/audio/transcriptions",
+        "/v1/chat/completions/control", "/lora-adapters")] + [
+    Route("/lora-adapters", _LATER, methods=["GET"]),
+    Route("/chat/completions/input_tokens", template_api.input_tokens, methods=["POST"])]
+
+
 def _routes():
-    return info_api.routes + tokenize_api.routes + template_api.routes
+    from . import completion_api, slots_api
+    return (info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
+            + slots_api.routes + other_routes)
 
 
 def _json_error(raw: bytes) -> Response:

@@ -106,7 +106,8 @@ class ServerContext:
         self.meta = model_meta(cfg, path, header, tokenizer)
         self.t_start_us = int(time.monotonic() * 1e6)
         self.lock = threading.Lock()
-        self.slots = None            # bankml.server.slots.SlotPool, set by the app
+        self.slots = None            # bankml.server.slots.SlotPool, made by start()
+        self.worker = None           # bankml.server.generation.Worker, made by start()
         marker = os.environ.get("LLAMA_MEDIA_MARKER")
         if not marker:
             from .info_api import random_string
@@ -118,7 +119,8 @@ class ServerContext:
         """task_params::to_json(true) of the server's defaults (/props default_generation_settings.params)."""
         if self.sampling_defaults is None:
             raise ServerRefusal("generation settings are not reproduced yet: bankml.sampling is missing")
-        return self.sampling_defaults.to_json(True)
+        from .. import sampling
+        return sampling.from_request({}, self.sampling_defaults, self.tokenizer).to_json(True)
 
     @classmethod
     def load(cls, cfg, progress=None) -> "ServerContext":
@@ -147,7 +149,19 @@ class ServerContext:
                                     f"{model.n_ubatch} only")
         return cls(cfg, path, model, tok, templates, header)
 
+    def start(self) -> None:
+        """The slots and the worker thread (once)."""
+        from .generation import Worker
+        from .slots import SlotPool
+        if self.slots is None:
+            self.slots = SlotPool(self)
+        if self.worker is None:
+            self.worker = Worker(self)
+
     def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
         if self.model is not None:
             self.model.close()
             self.model = None
@@ -164,7 +178,9 @@ def _sampling_defaults(cfg, header, tok):
         from .. import sampling
     except ImportError:
         return None
-    return sampling.Defaults.from_gguf(header, tok.n_vocab, tok.eog_ids, n_predict=cfg.n_predict, **cfg.sampling)
+    return sampling.Defaults.from_gguf(header, tok.n_vocab, tok.eog_ids, n_predict=cfg.n_predict,
+                                       n_parallel=max(cfg.n_parallel, 1) if cfg.n_parallel > 0 else 4,
+                                       sse_ping_interval=cfg.sse_ping_interval, **cfg.sampling)
 
 
 class ServerRefusal(BankmlError):

@@ -10,7 +10,7 @@ Three kinds of flag:
 - anything else: "unknown argument" (llama.cpp's own word for it), FlagError.
 
 Sampling defaults given on the command line (--temp, --seed, --top-k, ...) are collected in
-`cfg.sampling` ({field: value} with server-schema's field names) for bankml.sampling's Defaults.
+`cfg.sampling` ({field: value} with bankml.sampling.Defaults' field names) for bankml.sampling's Defaults.
 """
 
 from __future__ import annotations
@@ -304,14 +304,14 @@ _FLAGS = [
                                                                   "attention path (auto/on)")),
     (("--cache-reuse",), True, _only_int((0,), "bankml does not shift KV cells (n_cache_reuse 0 only)")),
     (("-s", "--seed"), True, _sampling("seed", lambda f, v: _int(f, v) & 0xFFFFFFFF)),
-    (("--temp", "--temperature"), True, _sampling("temperature")),
+    (("--temp", "--temperature"), True, _sampling("temp")),
     (("--top-k",), True, _sampling("top_k", _int)),
     (("--top-p",), True, _sampling("top_p")),
     (("--min-p",), True, _sampling("min_p")),
-    (("--repeat-penalty",), True, _sampling("repeat_penalty")),
-    (("--repeat-last-n",), True, _sampling("repeat_last_n", _int)),
-    (("--presence-penalty",), True, _sampling("presence_penalty")),
-    (("--frequency-penalty",), True, _sampling("frequency_penalty")),
+    (("--repeat-penalty",), True, _sampling("penalty_repeat")),
+    (("--repeat-last-n",), True, _sampling("penalty_last_n", _int)),
+    (("--presence-penalty",), True, _sampling("penalty_present")),
+    (("--frequency-penalty",), True, _sampling("penalty_freq")),
     (("-h", "--help", "--usage"), False, _flag("help", True)),
     (("--version",), False, _flag("version", True)),
 ]
