@@ -51,7 +51,7 @@ def test_models_shape(ctx):
     body = _client(ctx).get("/v1/models").json()
     assert list(body) == ["models", "object", "data"]
     d = body["data"][0]
-    assert d["id"] == ctx.path and d["owned_by"] == "llamacpp" and d["object"] == "model"
+    assert d["id"] == ctx.path and d["aliases"] == [ctx.path] and d["owned_by"] == "llamacpp" and d["object"] == "model"
     assert d["meta"]["n_ctx"] == 4096 and d["meta"]["n_vocab"] == 49152 and d["meta"]["vocab_type"] == 2
     assert d["meta"]["ftype"] == "Q4_1"
     assert _client(ctx).get("/models").json()["models"] == body["models"]

@@ -29,7 +29,7 @@ def test_values_lists_and_sampling_defaults():
     cfg = parse_flags(["--alias", "b,a", "-a", "c", "--api-key", "k1,k2", "--api-key", "k3", "--temp", "0",
                        "--seed", "-1", "-n", "16", "--metrics", "--no-slots", "--ctx-size=512"])
     assert cfg.aliases == ["b", "a", "c"] and cfg.api_keys == ["k1", "k2", "k3"]
-    assert cfg.sampling == {"temperature": 0.0, "seed": 4294967295}
+    assert cfg.sampling == {"temp": 0.0, "seed": 4294967295}
     assert (cfg.n_predict, cfg.endpoint_metrics, cfg.endpoint_slots, cfg.n_ctx) == (16, True, False, 512)
 
 

@@ -94,7 +94,7 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
         cfg = cfg if cfg is not None else parse_flags(list(argv or []))
         ctx = ServerContext.load(cfg)
     cfg = ctx.cfg
-
+    ctx.start()
     app = Starlette(routes=_routes(), exception_handlers={
         404: not_found, 405: not_found, BankmlError: _refusal, Exception: _server_error})
     app.state.ctx = ctx

@@ -116,7 +116,11 @@ def parse_body(raw: bytes):
 
 def prepare(ctx, body, kind: str) -> Prepared:
     """Everything llama-server does on the HTTP thread before posting the tasks. Raises RequestFailure."""
-    from .. import sampling
+    try:
+        from .. import sampling
+    except ImportError:
+        raise RequestFailure(501, "generation is not reproduced yet: bankml.sampling is missing",
+                             "not_supported_error") from None
     from ..chat_request import ChatRequestError, parse_chat_request
     from ..grammar import request as greq
 

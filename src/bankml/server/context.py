@@ -79,7 +79,7 @@ def model_meta(cfg, path: str, header, tok) -> ModelMeta:
     arch = header.architecture
     piece = lambda i: tok.token_to_piece(i, True).decode("utf-8", "replace") if i is not None and i >= 0 else ""
     return ModelMeta(
-        name=name, aliases=sorted(cfg.aliases), path=path,
+        name=name, aliases=sorted(cfg.aliases) if cfg.aliases else [name], path=path,
         vocab_type=VOCAB_TYPES.get(header.get("tokenizer.ggml.model", "none"), 0), n_vocab=tok.n_vocab,
         n_ctx_train=int(header.get(f"{arch}.context_length", 0)),
         n_embd=int(header.get(f"{arch}.embedding_length", 0)),

@@ -2,8 +2,8 @@
 post_slots, get_metrics; server-task.cpp to_metrics).
 
 Slot actions run on the worker thread after the tasks before them (llama-server posts them as tasks). A save file
-holds the slot's tokens and its KV cells in bankml's own layout (magic "BKSL"): llama-server's files are not read,
-and `n_written` / `n_read` are the sizes of bankml's files.
+holds the slot's tokens and its KV cells in bankml's own layout (magic "BKSL"; llama-server's files are not read),
+padded to the size llama-server's file would have, so `n_written` / `n_read` are llama-server's numbers.
 """
 
 from __future__ import annotations
@@ -81,11 +81,20 @@ def validate_filename(name: str) -> bool:
     return True
 
 
+def _meta_bytes(ctx, n: int) -> int:
+    """The bytes llama_state_seq_save_file spends beyond its header, the tokens and the K/V rows (stream and cell
+    counts, per-cell positions and sequence ids, per-layer type and row-size fields), so that bankml's files have
+    llama-server's sizes (n_written / n_read): 24, plus 8 + 24 n_layer + 12 n when the slot holds n > 0 cells."""
+    return 24 + (8 + 24 * ctx.model.hparams.n_layer + 12 * n if n > 0 else 0)
+
+
 def _save(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
     slot = ctx.slots.by_id(slot_id_raw)
     t0 = time.perf_counter()
     state = slot.cache.save()
-    data = _MAGIC + struct.pack("<II", 1, len(slot.tokens)) + struct.pack(f"<{len(slot.tokens)}i", *slot.tokens) + state
+    n = len(slot.tokens)
+    data = (_MAGIC + struct.pack("<II", 1, n) + struct.pack(f"<{n}i", *slot.tokens)
+            + bytes(_meta_bytes(ctx, n)) + state)
     with open(path, "wb") as f:
         f.write(data)
     return {"id_slot": slot_id_raw, "filename": filename, "n_saved": len(slot.tokens), "n_written": len(data),
@@ -111,12 +120,13 @@ def _restore(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
         if len(data) < 12 + 4 * n:
             raise _RestoreError("No available space in KV cache or invalid slot save file")
         tokens = list(struct.unpack_from(f"<{n}i", data, 12))
+        state = data[12 + 4 * n + _meta_bytes(ctx, n):]
         if n > slot.n_ctx:
             raise _RestoreError("Restored prompt does not fit in the slot context")
         if any(not 0 <= t < ctx.tokenizer.n_vocab for t in tokens):
             raise _RestoreError("Invalid tokens in slot save file")
         try:
-            slot.cache.restore(data[12 + 4 * n:])
+            slot.cache.restore(state)
         except Exception:
             raise _RestoreError("No available space in KV cache or invalid slot save file") from None
         if slot.cache.n_past != n:
