@@ -133,7 +133,7 @@ def prepare(ctx, body, kind: str) -> Prepared:
         data = dict(req.llama_params)
         if req.has_tools:
             raise RequestFailure(501, "tool calls are not reproduced by bankml yet", "not_supported_error")
-        if req.chat.format != "content-only":
+        if req.chat.format not in ("content-only", "peg-native"):
             raise RequestFailure(501, f"chat format {req.chat.format} is not reproduced by bankml yet",
                                  "not_supported_error")
         if req.json_schema is not None:

@@ -207,6 +207,13 @@ class _Run:
             if probs is not None:
                 probs.text = send
                 self.token_probs.append(probs)
+            if self.params.stream:
+                # sent before the limit and EOG checks: only a stop word has set `stop` by now
+                stopped = self.stop != STOP_NONE
+                self.task.emit(Token(send, tok, self.stats.n_gen, len(self.task.tokens),
+                                     self.stats.n_prompt_cached, probs,
+                                     self.stats.to_json() if (stopped or self.params.timings_per_token) else None,
+                                     stopped))
         if incomplete:
             self.has_next = True
         if self.slot_tokens_after() + 1 >= self.slot.n_ctx:
@@ -221,11 +228,6 @@ class _Run:
         if tk.is_eog(tok):
             self.stop = STOP_EOS
             self.has_next = False
-        if not incomplete and self.params.stream:
-            stopped = self.stop != STOP_NONE
-            self.task.emit(Token(send, tok, self.stats.n_gen, len(self.task.tokens), self.stats.n_prompt_cached,
-                                 probs, self.stats.to_json() if (stopped or self.params.timings_per_token)
-                                 else None, stopped))
         return self.has_next
 
     def slot_tokens_after(self) -> int:
