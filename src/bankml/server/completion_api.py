@@ -125,6 +125,7 @@ def prepare(ctx, body, kind: str) -> Prepared:
     from ..grammar import request as greq
 
     fmt = None
+    prefix = ""
     if kind == "chat":
         try:
             req = parse_chat_request(body, ctx.templates, ctx.chat_options)
@@ -136,7 +137,14 @@ def prepare(ctx, body, kind: str) -> Prepared:
         if req.chat.format not in ("content-only", "peg-native"):
             raise RequestFailure(501, f"chat format {req.chat.format} is not reproduced by bankml yet",
                                  "not_supported_error")
+        gp, base = req.chat.generation_prompt, ctx.base_generation_prompt()
+        if not gp.startswith(base):
+            raise RequestFailure(501, "this assistant prefill is not reproduced by bankml yet", "not_supported_error")
+        prefix = gp[len(base):]
         if req.json_schema is not None:
+            if prefix:
+                raise RequestFailure(501, "a JSON schema answer to an assistant prefill is not reproduced by bankml "
+                                          "yet", "not_supported_error")
             try:
                 fmt = greq.chat_response_format(req.json_schema, req.chat.generation_prompt)
             except greq.ConstrainedRequestError as e:
@@ -159,7 +167,9 @@ def prepare(ctx, body, kind: str) -> Prepared:
         raise RequestFailure(400, getattr(e, "message", None) or str(e)) from None
     if params and params[0].n_cmpl > 1:
         raise RequestFailure(501, "n > 1 (several choices) is not reproduced by bankml yet", "not_supported_error")
-    return Prepared(kind, data, inputs, params, fmt)
+    prep = Prepared(kind, data, inputs, params, fmt)
+    prep.prefix = prefix
+    return prep
 
 
 def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
@@ -203,7 +213,7 @@ class Formatter:
     def __init__(self, ctx, prep: Prepared):
         self.prep = prep
         self.model = ctx.meta.name
-        self.states = [shapes.ChatState(prep.fmt) for _ in prep.inputs]
+        self.states = [shapes.ChatState(prep.fmt, getattr(prep, "prefix", "")) for _ in prep.inputs]
 
     def final(self, i: int, ev: Final):
         p, k = self.prep.params[i], self.prep.kind

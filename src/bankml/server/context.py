@@ -158,6 +158,15 @@ class ServerContext:
         if self.worker is None:
             self.worker = Worker(self)
 
+    def base_generation_prompt(self) -> str:
+        """The generation prompt of a plain conversation (the assistant header the chat parser consumes)."""
+        if getattr(self, "_base_gp", None) is None:
+            from ..chat_request import parse_chat_request
+            req = parse_chat_request({"messages": [{"role": "user", "content": "x"}]}, self.templates,
+                                     self.chat_options)
+            self._base_gp = req.chat.generation_prompt
+        return self._base_gp
+
     def close(self) -> None:
         if self.worker is not None:
             self.worker.stop()

@@ -170,12 +170,17 @@ class ChatState:
     """task_result_state for a content-only chat answer: the text sent so far and the message parsed from it.
     `fmt` (a bankml.grammar ChatResponseFormat) extracts the content of a JSON-schema answer."""
 
-    def __init__(self, fmt=None):
+    def __init__(self, fmt=None, prefix: str = ""):
         self.fmt = fmt
+        self.prefix = prefix          # an assistant prefill: the parser reads it before the generated text
         self.generated = b""
         self.content = ""
 
     def parse(self, generated: bytes, partial: bool) -> str:
+        # the parser does not take a multi-byte sequence cut off at the end (a limit stop can leave one)
+        generated = generated[:validate_utf8(generated)]
+        if self.fmt is None:
+            return self.prefix + text(generated)
         if self.fmt is not None:
             try:
                 c = self.fmt.content(generated)
