@@ -173,32 +173,29 @@ def prepare(ctx, body, kind: str) -> Prepared:
 
 
 def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
-    from .. import sampling
+    from ..sampling.sampler import Sampler
     tasks = []
     for i, (tokens, params) in enumerate(zip(prep.inputs, prep.params)):
         def make_sampler(params=params):
-            return sampling.Sampler(params, ctx.tokenizer)
-        t = CompletionTask(tokens, params, make_sampler, emit_for(i), index=i, probs=token_probs)
+            return Sampler(params, ctx.tokenizer)
+        t = CompletionTask(tokens, params, make_sampler, emit_for(i), index=i, probs=token_probs,
+                           tokenizer=ctx.tokenizer)
         tasks.append(t)
     return tasks
 
 
 def token_probs(task, logits, sampler, tok):
-    """populate_token_probs through bankml.sampling.probs."""
+    """populate_token_probs through bankml.sampling.probs: (the sampled token's p, the top candidates)."""
     from ..sampling import probs as sprobs
     from .generation import TokenProbs
-    tk = task_tokenizer(task)
+    tk = task.tokenizer
     n = task.params.n_probs
     if task.params.post_sampling_probs:
-        ids, ps, p_tok = sprobs.post_sampling(sampler, n, tok)
+        tp = sampler.post_sampling(n, tok)
     else:
-        ids, ps, p_tok = sprobs.pre_sampling(logits, n, tok)
-    return TokenProbs(tok, float(p_tok), b"", [(int(i), tk.token_to_piece(int(i), False), float(p))
-                                                  for i, p in zip(ids, ps)])
-
-
-def task_tokenizer(task):
-    return task.tokenizer
+        tp = sprobs.pre_sampling(logits, n, tok)
+    return TokenProbs(tok, float(tp.token_prob), b"", [(int(i), tk.token_to_piece(int(i), False), float(p))
+                                                       for i, p in zip(tp.ids, tp.probs)])
 
 
 # --- the HTTP side -------------------------------------------------------------------------------------------
@@ -274,11 +271,17 @@ async def _run(request: Request, kind: str) -> Response:
 
     tasks = make_tasks(ctx, prep, emit_for)
     for t in tasks:
-        t.tokenizer = ctx.tokenizer
         ctx.worker.submit_completion(t)
     fmt = Formatter(ctx, prep)
 
+    state = {"stopped": False}
+
     def cancel():
+        # server_response_reader::stop(): unfinished tasks get CANCEL tasks, each numbered by the task queue
+        if not state["stopped"]:
+            state["stopped"] = True
+            for _ in tasks:
+                ctx.worker.new_id()
         for t in tasks:
             t.cancelled.set()
 
@@ -298,6 +301,7 @@ async def _run(request: Request, kind: str) -> Response:
                 return json_response(error_json(ev), ev.status)
             if isinstance(ev, Final):
                 finals[i] = ev
+        state["stopped"] = True
         bodies = [fmt.final(i, finals[i]) for i in range(len(tasks))]
         _log(request, 200, t0, finals)
         return json_response(fmt.merge(bodies))
@@ -334,6 +338,7 @@ async def _run(request: Request, kind: str) -> Response:
                     finals[i] = ev
                     n_final += 1
                     if n_final == len(tasks):
+                        state["stopped"] = True
                         break
             if done_marker:
                 yield b"data: [DONE]\n\n"

@@ -120,7 +120,11 @@ class ServerContext:
         if self.sampling_defaults is None:
             raise ServerRefusal("generation settings are not reproduced yet: bankml.sampling is missing")
         from .. import sampling
-        return sampling.from_request({}, self.sampling_defaults, self.tokenizer).to_json(True)
+        body = sampling.from_request({}, self.sampling_defaults, self.tokenizer).to_json(True)
+        # get_res_props serialises a fresh task_params (only its sampling part is the server's): its
+        # reasoning_format is the struct's default, "none", not the request default "deepseek"
+        body["reasoning_format"] = "none"
+        return body
 
     @classmethod
     def load(cls, cfg, progress=None) -> "ServerContext":
@@ -140,13 +144,7 @@ class ServerContext:
         _, n_ctx_slot, _ = slot_context(cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, n_ctx_train or 1 << 30)
         cache_type = cfg.cache_type_k
         model = Model.open(path, n_ctx=n_ctx_slot, oracle_threads=cfg.oracle_threads, cache_type=cache_type,
-                           progress=progress)
-        if cfg.n_ubatch != 512 or cfg.n_batch < 512:
-            n_ub = min(cfg.n_batch, cfg.n_ubatch, model.n_ctx)
-            if n_ub != model.n_ubatch:
-                model.close()
-                raise ServerRefusal(f"-ub {cfg.n_ubatch} / -b {cfg.n_batch}: bankml's engine runs ubatches of "
-                                    f"{model.n_ubatch} only")
+                           progress=progress, n_batch=cfg.n_batch, n_ubatch=cfg.n_ubatch)
         return cls(cfg, path, model, tok, templates, header)
 
     def start(self) -> None:

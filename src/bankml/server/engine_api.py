@@ -65,7 +65,6 @@ class Engine:
         events: queue.Queue = queue.Queue()
         tasks = api.make_tasks(self.ctx, prep, lambda i: (lambda ev: events.put((i, ev))))
         for t in tasks:
-            t.tokenizer = self.ctx.tokenizer
             self.ctx.worker.submit_completion(t)
         return prep, tasks, events, api.Formatter(self.ctx, prep)
 

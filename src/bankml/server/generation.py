@@ -280,6 +280,8 @@ def run_completion(ctx, task: CompletionTask) -> None:
     try:
         stats.t_start = time_us()
         pool.metrics.start()
+        worker = ctx.worker
+        worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
         P = len(tokens)
         if P == 0:
             task.emit(run.final())
@@ -302,9 +304,13 @@ def run_completion(ctx, task: CompletionTask) -> None:
             else:
                 task.emit(Begin())
         n_batch = ctx.n_batch
+        first_batch = True
         while len(slot.tokens) < P:
             if task.cancelled.is_set():
                 return
+            if not first_batch:
+                worker.new_id()
+            first_batch = False
             chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
             model.decode(chunk, len(slot.tokens), cache=slot.cache)
             slot.tokens.extend(chunk)
@@ -330,6 +336,7 @@ def run_completion(ctx, task: CompletionTask) -> None:
                 break
             if task.cancelled.is_set():
                 return
+            worker.new_id()
             model.decode([t], len(slot.tokens), cache=slot.cache)
             slot.tokens.append(t)
             pool.metrics.decoded(1, prompt=False)
@@ -368,6 +375,8 @@ class Worker:
         self.queue.put((fn, args))
 
     def submit_completion(self, task: CompletionTask) -> None:
+        """Queue a task; its id is taken now, as llama-server numbers tasks when the HTTP thread posts them (the
+        counter also advances once per update_slots iteration and per /slots, /metrics or slot action)."""
         task.id = self.new_id()
         self.submit(run_completion, self.ctx, task)
 

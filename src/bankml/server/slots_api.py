@@ -39,7 +39,7 @@ def slot_json(ctx, slot) -> dict:
                   "n_remain": -1 if run.n_predict_max == -1 else run.n_predict_max - st.n_gen,
                   "n_decoded": st.n_gen}
         else:
-            nt = {"has_next_token": True, "has_new_line": False, "n_remain": -1, "n_decoded": 0}
+            nt = {"has_next_token": False, "has_new_line": False, "n_remain": -1, "n_decoded": 0}
         body["next_token"] = [nt]
     return body
 
@@ -48,6 +48,7 @@ async def get_slots(request: Request) -> Response:
     ctx = request.app.state.ctx
     if not ctx.cfg.endpoint_slots:
         return error_response("This server does not support slots endpoint. Start it with `--slots`", 501)
+    ctx.worker.new_id()                 # SERVER_TASK_TYPE_SLOT_GET
     slots = ctx.slots.slots
     data = [slot_json(ctx, s) for s in slots]
     if request.query_params.get("fail_on_no_slot"):
@@ -183,6 +184,7 @@ async def post_slot(request: Request) -> Response:
         if not validate_filename(filename):
             return error_response("Invalid filename", 400)
         path = ctx.cfg.slot_save_path + filename
+        worker.new_id()
         if action == "save":
             return json_response(await _on_worker(worker, _save, ctx, id_slot, filename, path))
         try:
@@ -190,6 +192,7 @@ async def post_slot(request: Request) -> Response:
         except _RestoreError as e:
             return error_response("Unable to restore slot: " + str(e), 400)
     if action == "erase":
+        worker.new_id()
         return json_response(await _on_worker(worker, _erase, ctx, id_slot))
     return error_response("Invalid action", 400)
 
@@ -241,6 +244,7 @@ async def get_metrics(request: Request) -> Response:
     ctx = request.app.state.ctx
     if not ctx.cfg.endpoint_metrics:
         return error_response("This server does not support metrics endpoint. Start it with `--metrics`", 501)
+    ctx.worker.new_id()                 # SERVER_TASK_TYPE_METRICS
     text = metrics_text(ctx)
     ctx.slots.metrics.reset_bucket()
     return Response(text.encode(), headers={"Content-Type": "text/plain; version=0.0.4",
