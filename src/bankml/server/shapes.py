@@ -110,7 +110,7 @@ def completion_partial(ev, params, index: int = 0) -> dict:
     """A /completion stream chunk: a Token, or a Progress."""
     from .generation import Progress
     if isinstance(ev, Progress):
-        body = {"index": index, "content": "", "tokens": [], "stop": False, "id_slot": -1, "tokens_predicted": 0,
+        body = {"index": index, "content": "", "tokens": [0], "stop": False, "id_slot": -1, "tokens_predicted": 0,
                 "tokens_evaluated": ev.total}
         body["prompt_progress"] = progress_json(ev)
         return body
