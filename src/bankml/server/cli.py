@@ -11,13 +11,33 @@ Exit codes: 0 after a clean shutdown, 1 when the model cannot be loaded, 2 for a
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
 
 from ..errors import BankmlError, UnsupportedFlag
 from .flags import HELP, FlagError, parse_flags
 
 log = logging.getLogger("bankml.server")
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server without its signal capture (which re-raises the signal after shutdown, so the process
+        would die by it): bankml-serve's own handlers ask for a graceful exit and main() returns 0."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            yield
+
+        def stop_on_signal(self, signum, frame):
+            if self.should_exit:          # a second signal: stop waiting for open connections
+                self.force_exit = True
+            self.should_exit = True
+    return Server
 
 
 def _setup_logging(cfg) -> None:
@@ -45,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from .app import build_app
+    _Server = _server_class()
 
     try:
         app = build_app(cfg=cfg)
@@ -59,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     config = uvicorn.Config(app, host=host, port=cfg.port, log_level="warning", access_log=False,
                             server_header=False, date_header=False, timeout_keep_alive=5,
                             limit_concurrency=None, lifespan="off")
-    server = uvicorn.Server(config)
+    server = _Server(config)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, server.stop_on_signal)
     try:
         server.run()
     finally:
