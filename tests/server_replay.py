@@ -25,6 +25,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -260,6 +261,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+
+
 class BankmlServe:
     """`bankml-serve` with llama-server flags on a free loopback port, stopped (SIGTERM) on exit."""
 
@@ -272,12 +280,15 @@ class BankmlServe:
         self.log = b""
 
     def __enter__(self) -> "BankmlServe":
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        # the log goes to a file (a pipe nobody reads would block the server once full); the server dies with
+        # the process that started it (PR_SET_PDEATHSIG), so a killed test run leaves no server behind
+        self._logfile = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.argv, stdout=self._logfile, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=_die_with_parent)
         deadline = time.time() + self.start_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                self.log = self.proc.stdout.read()
+                self.log = self.read_log()
                 raise RuntimeError(f"bankml-serve exited with {self.proc.returncode}: {' '.join(self.argv)}\n"
                                    + self.log.decode(errors="replace")[-3000:])
             try:
@@ -298,6 +309,11 @@ class BankmlServe:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.log = self.read_log() if self.proc else b""
+
+    def read_log(self) -> bytes:
+        self._logfile.seek(0)
+        return self._logfile.read()
 
     def answer(self, req: dict) -> dict:
         return answer_record(*send(self.port, req))
