@@ -353,7 +353,7 @@ def bad_requests() -> list[dict]:
         {"name": "ctx256", "flags": flags(ctx="256"), "requests": [
             post(C, {"messages": [user("hi " * 300)]}), post(C, {"messages": [user("hi " * 300)], "stream": True}),
             post("/completion", {"prompt": "word " * 300}), post("/completion", {"prompt": list(range(1, 257))}),
-            post("/completion", {"prompt": list(range(1, 256)), "n_predict": 1}),
+            post("/completion", {"prompt": list(range(1, 256)), "n_predict": 1, "temperature": 0}),
             post("/v1/completions", {"prompt": "word " * 300, "stream": True})]},
         {"name": "api_key", "flags": flags("--api-key", "k1,k2"), "requests": [
             get("/v1/models"), post(C, {"messages": hi}), post(C, {"messages": hi}, headers={"Authorization": "Bearer k3"}),

@@ -226,6 +226,14 @@ def normalize(answer: dict, model: str) -> dict:
     return a
 
 
+def _around(got: str, want: str, width: int = 600) -> str:
+    # both texts from a little before their first difference
+    i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    lo = max(0, i - 150)
+    cut = (lambda t: ("..." if lo else "") + t[lo:lo + width] + ("..." if len(t) > lo + width else ""))
+    return f"\n  got  {cut(got)}\n  want {cut(want)}"
+
+
 def differences(want: dict, got: dict) -> list[str]:
     """What differs between a normalized recorded answer and a normalized replayed one."""
     diffs = []
@@ -238,14 +246,14 @@ def differences(want: dict, got: dict) -> list[str]:
         if kind in want or kind in got:
             w, g = want.get(kind), got.get(kind)
             if dumps(w) != dumps(g):
-                diffs.append(f"{kind} body:\n  got  {dumps(g)[:1500]}\n  want {dumps(w)[:1500]}")
+                diffs.append(f"{kind} body:" + _around(dumps(g), dumps(w)))
     if "sse" in want or "sse" in got:
         w, g = want.get("sse") or [], got.get("sse") or []
         for i in range(max(len(w), len(g))):
             we = dumps(w[i]) if i < len(w) else "(none)"
             ge = dumps(g[i]) if i < len(g) else "(none)"
             if we != ge:
-                diffs.append(f"sse event {i} of {len(w)} (got {len(g)}):\n  got  {ge[:1500]}\n  want {we[:1500]}")
+                diffs.append(f"sse event {i} of {len(w)} (got {len(g)}):" + _around(ge, we))
                 break
     if "json" in want and want.get("compact") and got.get("compact") is False:
         diffs.append("body is not compact JSON with raw UTF-8 (nlohmann's dump)")
