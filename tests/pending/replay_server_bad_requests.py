@@ -30,8 +30,12 @@ def test_enough_bad_requests_recorded():
 @pytest.fixture(scope="module")
 def servers(smollm2_path):
     started = {}
-    yield lambda g: started.setdefault(g["name"], sr.BankmlServe(sr.server_argv(g["flags"], str(smollm2_path)))
-                                       .__enter__())
+    def server(g):
+        # one server a group, started on first use (setdefault would start one every call)
+        if g["name"] not in started:
+            started[g["name"]] = sr.BankmlServe(sr.server_argv(g["flags"], str(smollm2_path))).__enter__()
+        return started[g["name"]]
+    yield server
     for srv in started.values():
         srv.__exit__()
 
