@@ -44,7 +44,7 @@ class Ports:
 
 def start(flags: list[str], model: str, port: int, log: str) -> LlamaServer:
     assert flags[:2] == ["-m", "$MODEL"], flags
-    return LlamaServer(model, port=port, base_args=flags[2:], log=log)
+    return LlamaServer(model, port=port, base_args=sr.server_argv(flags, model)[2:], log=log)
 
 
 def play(session: dict, model: str, port: int) -> list[dict]:

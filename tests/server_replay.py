@@ -25,6 +25,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -318,8 +319,14 @@ def load(name: str) -> list[dict]:
 
 
 def server_argv(flags: list[str], model: str) -> list[str]:
-    """The flags a session's server was started with, `$MODEL` replaced by the local model path."""
-    return [model if f == "$MODEL" else f for f in flags]
+    """The flags a session's server was started with, `$MODEL` replaced by the local model path and `$SLOTS`
+    (--slot-save-path) by a fresh empty directory."""
+    out = []
+    for f in flags:
+        if f == "$SLOTS":
+            f = tempfile.mkdtemp(prefix="bankml-slots-")
+        out.append(model if f == "$MODEL" else f)
+    return out
 
 
 def replay(session: dict, model: str, argv_extra: list[str] | None = None) -> list[str]:
