@@ -10,7 +10,7 @@ every answer is kept: status, headers (Date left out), and the body as JSON, SSE
 path written `$MODEL`. Each session is then played a second time on another fresh server and the two runs are
 compared after normalization (tests/server_replay.normalize): a session whose answers differ between two runs
 of llama-server itself is reported and left out of the records, since no replay could match it.
-Each group of bad requests runs on one fresh server.
+Each group of bad requests runs on one fresh server, twice likewise.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Ports:
 
 def start(flags: list[str], model: str, port: int, log: str) -> LlamaServer:
     assert flags[:2] == ["-m", "$MODEL"], flags
-    return LlamaServer(model, port=port, base_args=flags[2:], log=log)
+    return LlamaServer(model, port=port, base_args=sr.server_argv(flags, model)[2:], log=log)
 
 
 def play(session: dict, model: str, port: int) -> list[dict]:
@@ -95,7 +95,16 @@ def record_sessions(only: set[str], check: bool, ports: Ports, model: str) -> No
     path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
 
-def record_bad(only: set[str], ports: Ports, model: str) -> None:
+def play_bad(group: dict, model: str, port: int) -> list[dict]:
+    steps = []
+    with start(group["flags"], model, port, f"/tmp/record_server_bad_{group['name']}.log") as srv:
+        for req in group["requests"]:
+            steps.append({"request": req, "answer": sr.substitute_model(sr.answer_record(*sr.send(srv.port, req)),
+                                                                         model)})
+    return steps
+
+
+def record_bad(only: set[str], check: bool, ports: Ports, model: str) -> None:
     path = OUT / "bad_requests.json"
     old = {g["name"]: g for g in json.loads(path.read_text())} if path.exists() else {}
     out = []
@@ -104,11 +113,12 @@ def record_bad(only: set[str], ports: Ports, model: str) -> None:
             if group["name"] in old:
                 out.append(old[group["name"]])
             continue
-        steps = []
-        with start(group["flags"], model, ports.next(), f"/tmp/record_server_bad_{group['name']}.log") as srv:
-            for req in group["requests"]:
-                ans = sr.substitute_model(sr.answer_record(*sr.send(srv.port, req)), model)
-                steps.append({"request": req, "answer": ans})
+        steps = play_bad(group, model, ports.next())
+        if check:
+            problems = unstable(steps, play_bad(group, model, ports.next()))
+            if problems:
+                print(f"UNSTABLE bad {group['name']}: left out\n  " + "\n  ".join(p[:300] for p in problems[:5]))
+                continue
         print(f"bad {group['name']}: {len(steps)} requests, statuses {[s['answer']['status'] for s in steps]}")
         out.append({"name": group["name"], "flags": group["flags"], "steps": steps})
     OUT.mkdir(parents=True, exist_ok=True)
@@ -129,7 +139,7 @@ def main() -> None:
     if not args.bad_only:
         record_sessions(only, not args.no_check, ports, model)
     if not args.sessions_only:
-        record_bad(only, ports, model)
+        record_bad(only, not args.no_check, ports, model)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Everything is greedy (temperature 0) or seeded, and short (at most 64 tokens), s
 
 from __future__ import annotations
 
+# flags: "$MODEL" is the model file, "$SLOTS" a fresh empty directory (tests/server_replay.server_argv)
 DEFAULT = ["-m", "$MODEL", "-t", "2", "-c", "4096", "-np", "1", "--jinja", "--reasoning", "off", "--no-webui"]
 
 
@@ -268,6 +269,18 @@ def sessions() -> list[dict]:
     add("cors", [{**get("/health"), "headers": {"Origin": "http://example.com"}},
                  {"method": "OPTIONS", "path": "/v1/chat/completions", "headers": {"Origin": "http://a.b"}},
                  {**chat([user(Q[0])]), "headers": {"Origin": "http://a.b"}}], f=flags())
+    add("no_ram_cache", [a[0], b[0], lambda prev: a[1]([prev[0]]), lambda prev: b[1]([prev[1]])],
+        f=flags("--cache-ram", "0"), note="two interleaved conversations without the RAM prompt cache")
+    S = "/slots/0?action="
+    add("slot_save_restore", [chat([user(Q[0])]), post(S + "save", {"filename": "a.bin"}),
+                              post(S + "erase", {}), get("/slots"),
+                              chat([user(Q[0]), assistant("Paris."), user(Q[1])]),
+                              post(S + "restore", {"filename": "a.bin"}), get("/slots"), chat([user(Q[0])]),
+                              post(S + "save", {"filename": "b.bin"}), post("/slots/5?action=restore",
+                                                                            {"filename": "b.bin"}),
+                              chat([user(Q[0]), assistant("Paris."), user(Q[1])], stream=True)],
+        f=flags("--slot-save-path", "$SLOTS"), note="--slot-save-path (a fresh empty directory): save, erase, "
+                                                     "restore, and the prompt cache after each")
     # the bodies tests/test_server_openai_client.py makes the `openai` package send (same fields)
     oa = {"model": "bankml"}
     add("openai_client", [post("/v1/chat/completions", {"messages": [user(Q[0])], **oa, "max_tokens": 16,
@@ -353,8 +366,14 @@ def bad_requests() -> list[dict]:
         {"name": "ctx256", "flags": flags(ctx="256"), "requests": [
             post(C, {"messages": [user("hi " * 300)]}), post(C, {"messages": [user("hi " * 300)], "stream": True}),
             post("/completion", {"prompt": "word " * 300}), post("/completion", {"prompt": list(range(1, 257))}),
-            post("/completion", {"prompt": list(range(1, 256)), "n_predict": 1}),
+            post("/completion", {"prompt": list(range(1, 256)), "n_predict": 1, "temperature": 0}),
             post("/v1/completions", {"prompt": "word " * 300, "stream": True})]},
+        {"name": "slot_actions", "flags": flags("--slot-save-path", "$SLOTS"), "requests": [
+            post("/slots/x?action=save", {"filename": "a.bin"}), post("/slots/0?action=fly", {"filename": "a.bin"}),
+            post("/slots/0?action=save", {}), post("/slots/0?action=save", {"filename": "../a.bin"}),
+            post("/slots/0?action=save", {"filename": ""}), post("/slots/0?action=restore", {"filename": "no.bin"}),
+            post("/slots/0", {"filename": "a.bin"}), post("/slots/0?action=restore", {})]},
+        {"name": "no_slots", "flags": flags("--no-slots"), "requests": [get("/slots")]},
         {"name": "api_key", "flags": flags("--api-key", "k1,k2"), "requests": [
             get("/v1/models"), post(C, {"messages": hi}), post(C, {"messages": hi}, headers={"Authorization": "Bearer k3"}),
             post(C, {"messages": hi}, headers={"X-Api-Key": "nope"}), get("/props", headers={"Authorization": "Bearer "}),

@@ -227,6 +227,14 @@ def normalize(answer: dict, model: str) -> dict:
     return a
 
 
+def _around(got: str, want: str, width: int = 600) -> str:
+    # both texts from a little before their first difference
+    i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    lo = max(0, i - 150)
+    cut = (lambda t: ("..." if lo else "") + t[lo:lo + width] + ("..." if len(t) > lo + width else ""))
+    return f"\n  got  {cut(got)}\n  want {cut(want)}"
+
+
 def differences(want: dict, got: dict) -> list[str]:
     """What differs between a normalized recorded answer and a normalized replayed one."""
     diffs = []
@@ -239,14 +247,14 @@ def differences(want: dict, got: dict) -> list[str]:
         if kind in want or kind in got:
             w, g = want.get(kind), got.get(kind)
             if dumps(w) != dumps(g):
-                diffs.append(f"{kind} body:\n  got  {dumps(g)[:1500]}\n  want {dumps(w)[:1500]}")
+                diffs.append(f"{kind} body:" + _around(dumps(g), dumps(w)))
     if "sse" in want or "sse" in got:
         w, g = want.get("sse") or [], got.get("sse") or []
         for i in range(max(len(w), len(g))):
             we = dumps(w[i]) if i < len(w) else "(none)"
             ge = dumps(g[i]) if i < len(g) else "(none)"
             if we != ge:
-                diffs.append(f"sse event {i} of {len(w)} (got {len(g)}):\n  got  {ge[:1500]}\n  want {we[:1500]}")
+                diffs.append(f"sse event {i} of {len(w)} (got {len(g)}):" + _around(ge, we))
                 break
     if "json" in want and want.get("compact") and got.get("compact") is False:
         diffs.append("body is not compact JSON with raw UTF-8 (nlohmann's dump)")
@@ -326,8 +334,14 @@ def load(name: str) -> list[dict]:
 
 
 def server_argv(flags: list[str], model: str) -> list[str]:
-    """The flags a session's server was started with, `$MODEL` replaced by the local model path."""
-    return [model if f == "$MODEL" else f for f in flags]
+    """The flags a session's server was started with, `$MODEL` replaced by the local model path and `$SLOTS`
+    (--slot-save-path) by a fresh empty directory."""
+    out = []
+    for f in flags:
+        if f == "$SLOTS":
+            f = tempfile.mkdtemp(prefix="bankml-slots-")
+        out.append(model if f == "$MODEL" else f)
+    return out
 
 
 def replay(session: dict, model: str, argv_extra: list[str] | None = None) -> list[str]:

@@ -1,18 +1,14 @@
-"""The `openai` Python package (a client no one here wrote) against bankml-serve: chat, stream, logprobs, n
-choices, completions and an error, each compared with what llama-server b11192 answered to the same body
-(session `openai_client` of tests/oracle/server/sessions.json).
-
-PENDING: named so that pytest does not collect it until bankml.server is on main (then it becomes
-tests/test_server_openai_client.py).
+"""The `openai` Python package (a client no one here wrote) against bankml-serve: chat, stream, logprobs,
+completions and an error (n = 2 on one slot), each compared with what llama-server b11192 answered to the
+same body (session `openai_client` of tests/oracle/server/sessions.json).
 """
 
 from __future__ import annotations
 
+import openai   # a test extra: `pip install '.[test]'` brings it
 import pytest
 
 import server_replay as sr
-
-openai = pytest.importorskip("openai")   # a test extra: `pip install '.[test]'` brings it
 
 SESSION = next(s for s in sr.load("sessions.json") if s["name"] == "openai_client")
 Q = [{"role": "user", "content": "What is the capital of France?"}]

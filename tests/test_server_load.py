@@ -3,9 +3,6 @@ the same request's answer when it is served alone; a stream cut by its client fr
 
 The requests carry `cache_prompt: false`, so that an answer does not depend on what the slot held before
 (with the prompt cache the reused prefix, and so `cached_tokens`, depends on the order requests arrive in).
-
-PENDING: named so that pytest does not collect it until bankml.server is on main (then it becomes
-tests/test_server_load.py).
 """
 
 from __future__ import annotations
