@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,9 @@ def test_convert_a_tiny_model(tmp_path):
     assert verify.check_pin(out)  # the pin beside it verifies
     again = qz.convert(src, tmp_path / "again.gguf", "Q8_0")
     assert again.read_bytes() == out.read_bytes()  # deterministic
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # an ordinary file mode, not mkstemp's 0600
 
 
 def test_convert_refuses_to_overwrite_its_input(tmp_path):

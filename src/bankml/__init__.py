@@ -25,3 +25,11 @@ def build_info() -> dict:
     except Exception as e:  # engine not importable on this CPU
         info["engine"] = str(e)
     return info
+
+
+def __getattr__(name: str):
+    # bankml.Engine: the server's answers in-process (bankml.server.engine_api), imported on first use
+    if name in ("Engine", "EngineError"):
+        from .server import engine_api
+        return getattr(engine_api, name)
+    raise AttributeError(f"module 'bankml' has no attribute {name!r}")

@@ -197,6 +197,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, out_type: str, *,
                     "how": f"bankml quantize {src.name} {dst.name} {out_type}: tensors of two or more dimensions "
                            f"decoded to float32 and encoded as {out_type} (ggml's reference rules), others copied"}
             prov.update(provenance or {})
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes the file 0600; an output file gets the usual mode
             os.replace(tmp, dst)
         except BaseException:
             if os.path.exists(tmp):

@@ -181,12 +181,14 @@ class Model:
 
     @classmethod
     def open(cls, path: str | os.PathLike, n_ctx: int | None = 4096, n_threads: int | None = None,
-             oracle_threads: int = 2, cache_type: str = "f16", progress=None, regroup: bool = True) -> "Model":
+             oracle_threads: int = 2, cache_type: str = "f16", progress=None, regroup: bool = True,
+             n_batch: int | None = None, n_ubatch: int | None = None) -> "Model":
         """Verify (guard + sha256 pin) and map a model. n_ctx: llama-server's -c (None or 0: the model's
         training context), rounded up to 256 as llama.cpp does; n_threads: the threads bankml uses (default:
         OMP_NUM_THREADS or the physical cores); oracle_threads: the -t of the llama-server whose bits are
         reproduced; cache_type: --cache-type-k/v ("f16" or "q8_0", both alike); regroup: copy the Q4_1 / Q8_0
-        matrices into bankml's 8-row layout (faster, the same bits; False reads the file's layout)."""
+        matrices into bankml's 8-row layout (faster, the same bits; False reads the file's layout); n_batch /
+        n_ubatch: llama-server's -b / -ub (decode cuts each call into ubatches of n_ubatch)."""
         path = os.fspath(path)
         verify.verify(path, progress)
         f = gguf.GGUFFile(path)
@@ -202,8 +204,11 @@ class Model:
                 raise ValueError(f"oracle_threads must be positive, got {oracle_threads}")
             if cache_type not in CACHE_TYPES:
                 raise ValueError(f"cache type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}")
-            n_batch = min(n_ctx, N_BATCH)
-            n_ubatch = min(n_batch, N_UBATCH)
+            # llama-server's -b / -ub (defaults 2048 / 512): n_batch <= n_ctx, n_ubatch <= n_batch
+            n_batch = min(n_ctx, N_BATCH if n_batch is None else n_batch)
+            n_ubatch = min(n_batch, N_UBATCH if n_ubatch is None else n_ubatch)
+            if n_ubatch <= 0:
+                raise ValueError(f"n_ubatch must be positive, got {n_ubatch}")
             return cls(path, f, hp, n_ctx, effective_threads(n_threads), oracle_threads, cache_type, n_ubatch,
                        regroup)
         except BaseException:

@@ -1,0 +1,107 @@
+"""bankml-serve's Starlette app: llama-server b11192's routes over one loaded model.
+
+    app = build_app(["-m", path, "-c", "4096", "-np", "1"])   # llama-server's flags; loads the model now
+    app = build_app(ctx=ServerContext.load(cfg))              # or from a loaded context
+
+The model is loaded (and verified) before the app is returned, so the app answers at once (llama-server's
+503 "Loading model" window is the time before `bankml-serve` starts listening). Routes: bankml.server.info_api
+(/health, /props, /models), tokenize_api, template_api, completion_api (/completion, /v1/completions,
+/v1/chat/completions), slots_api (/slots, /metrics). Unknown paths and wrong methods answer llama-server's 404;
+an exception a handler did not turn into llama-server's answer becomes its 500 body (ex_wrapper), never a
+traceback. bankml.server.http.LlamaHTTP adds the headers, CORS, the API key check and the body limit.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .. import nljson
+from ..errors import BankmlError
+from . import info_api, template_api, tokenize_api
+from .context import ServerContext
+from .flags import ServerConfig, parse_flags
+from .http import LlamaHTTP, error_response, not_found
+
+log = logging.getLogger("bankml.server")
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s", request.url.path)
+    return error_response(str(exc) or type(exc).__name__, 500)
+
+
+async def _refusal(request: Request, exc: BankmlError) -> Response:
+    # something bankml does not reproduce: say so (501), never a guess
+    return error_response(str(exc), 501)
+
+
+def _not_supported(message: str):
+    async def handler(request: Request) -> Response:
+        return error_response(message, 501)
+    return handler
+
+
+async def _infill(request: Request) -> Response:
+    h = request.app.state.ctx.header
+    err = "".join(f"{what} token is missing. " for key, what in (("prefix", "prefix"), ("suffix", "suffix"),
+                                                                  ("middle", "middle"))
+                  if h.get({"prefix": "tokenizer.ggml.fim_pre_token_id", "suffix": "tokenizer.ggml.fim_suf_token_id",
+                            "middle": "tokenizer.ggml.fim_mid_token_id"}[key]) is None)
+    if err:
+        return error_response("Infill is not supported by this model: " + err, 501)
+    return error_response("/infill is not reproduced by bankml yet", 501)
+
+
+_EMBD = _not_supported("This server does not support embeddings. Start it with `--embeddings`")
+_RERANK = _not_supported("This server does not support reranking. Start it with `--reranking`")
+_LATER = _not_supported("this endpoint is not reproduced by bankml yet")
+
+other_routes = [Route("/infill", _infill, methods=["POST"])] + [
+    Route(p, _EMBD, methods=["POST"]) for p in ("/embedding", "/embeddings", "/v1/embeddings")] + [
+    Route(p, _RERANK, methods=["POST"]) for p in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking")] + [
+    Route(p, _LATER, methods=["POST"]) for p in (
+        "/v1/responses", "/responses", "/v1/messages", "/v1/messages/count_tokens", "/responses/input_tokens",
+        "/v1/responses/input_tokens", "/v1/audio/transcriptions", "/audio/transcriptions",
+        "/v1/chat/completions/control", "/lora-adapters")] + [
+    Route("/lora-adapters", _LATER, methods=["GET"]),
+    Route("/chat/completions/input_tokens", template_api.input_tokens, methods=["POST"])]
+
+
+def _routes():
+    from . import completion_api, slots_api
+    return (info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
+            + slots_api.routes + other_routes)
+
+
+def _json_error(raw: bytes) -> Response:
+    # template_api's fallback for a body Python's json refused: nlohmann's parse error, 500
+    try:
+        nljson.loads(raw)
+    except nljson.JSONParseError as e:
+        return error_response(str(e), 500)
+    return error_response("invalid JSON body", 500)
+
+
+def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None,
+              cfg: ServerConfig | None = None) -> Starlette:
+    """The app for llama-server-style `argv` (or a parsed `cfg`, or a loaded `ctx`)."""
+    if ctx is None:
+        cfg = cfg if cfg is not None else parse_flags(list(argv or []))
+        ctx = ServerContext.load(cfg)
+    cfg = ctx.cfg
+    ctx.start()
+    app = Starlette(routes=_routes(), exception_handlers={
+        404: not_found, 405: not_found, BankmlError: _refusal, Exception: _server_error})
+    app.state.ctx = ctx
+    app.state.tokenizer = ctx.tokenizer
+    app.state.template = ctx.templates
+    app.state.chat_options = ctx.chat_options
+    app.state.parse_json = nljson.loads
+    app.state.parse_json_body = _json_error
+    app.add_middleware(LlamaHTTP, cfg=cfg)
+    return app

@@ -1,0 +1,384 @@
+"""POST /completion (/completions), /v1/completions, /v1/chat/completions (/chat/completions): llama-server's
+handle_completions_impl (server-context.cpp) over bankml.server.generation.
+
+    prepared = prepare(ctx, body, kind)     # kind: "completion" | "oai" | "chat"; raises RequestFailure
+    ...                                     # tasks go to ctx.worker; events come back on an asyncio queue
+
+The order of llama-server's checks: the body is parsed (nlohmann's errors: 500), the chat step
+(bankml.chat_request: its statuses), then, for every prompt, tokenization (`prompt` as a string, token ids, a
+mixed array, {"prompt_string": ...}, or an array of those: one task each) and the request fields
+(bankml.sampling.from_request): any failure here is a 400 with the exception's text. Then the worker: slot choice,
+"Prompt contains invalid tokens", "Failed to initialize samplers: ...", the context check, generation.
+
+Non-stream: the answer once every task is final (an array for several /completion prompts, merged choices for
+the OpenAI shapes); the socket is polled every second, a closed one cancels the tasks. Stream: the first event
+decides: an error is a plain JSON answer, anything else opens the SSE stream (`data: <json>\\n\\n` per chunk,
+`data: [DONE]` for the OpenAI shapes; a `:` comment every --sse-ping-interval seconds while waiting); a client
+that goes away cancels the generation before its next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from .. import nljson
+from . import shapes
+from .generation import Begin, CompletionTask, Error, Final, Progress, Token
+from .http import dumps, error_response, json_response
+
+log = logging.getLogger("bankml.server")
+
+
+class RequestFailure(Exception):
+    """An answer before any task runs: status, message, type."""
+
+    def __init__(self, status: int, message: str, etype: str | None = None, **extra):
+        self.status, self.message, self.etype, self.extra = status, message, etype, extra
+        super().__init__(message)
+
+    def response(self) -> Response:
+        return error_response(self.message, self.status, self.etype, **self.extra)
+
+
+# --- prompts -------------------------------------------------------------------------------------------------
+
+def _is_int(e) -> bool:
+    return isinstance(e, int) and not isinstance(e, bool)
+
+
+def _tokenize_mixed(tok, p) -> list[int]:
+    from .tokenize_api import to_int32
+    if isinstance(p, list):
+        out, first = [], True
+        for e in p:
+            if isinstance(e, str):
+                out += tok.tokenize(e, first, True)
+            else:
+                out.append(to_int32(e))
+            first = False
+        return out
+    if not isinstance(p, str):
+        raise nljson.type_must_be("string", p)
+    return tok.tokenize(p, True, True)
+
+
+def _subprompt(tok, p) -> list[int]:
+    if isinstance(p, str) or (isinstance(p, list) and any(isinstance(e, str) for e in p)
+                              and any(_is_int(e) for e in p)):
+        return _tokenize_mixed(tok, p)
+    if isinstance(p, list) and all(_is_int(e) for e in p):
+        from .tokenize_api import to_int32
+        return [to_int32(e) for e in p]
+    if isinstance(p, dict) and "prompt_string" in p:
+        if "multimodal_data" in p:
+            raise RequestFailure(400, "Multimodal data provided, but model does not support multimodal requests.")
+        return _tokenize_mixed(tok, p["prompt_string"])
+    raise RequestFailure(400, "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
+                              "prompt string, or a list of mixed strings & tokens.")
+
+
+def tokenize_prompts(tok, prompt) -> list[list[int]]:
+    """tokenize_input_prompts (add_special and parse_special on)."""
+    if isinstance(prompt, list) and not any(_is_int(e) for e in prompt):
+        out = [_subprompt(tok, p) for p in prompt]
+    else:
+        out = [_subprompt(tok, prompt)]
+    if not out:
+        raise RequestFailure(400, "\"prompt\" must not be empty")
+    return out
+
+
+# --- a request -----------------------------------------------------------------------------------------------
+
+class Prepared:
+    def __init__(self, kind, data, inputs, params, fmt=None):
+        self.kind = kind
+        self.data = data
+        self.inputs = inputs          # token lists, one task each
+        self.params = params          # bankml.sampling.Params, one per input
+        self.fmt = fmt                # chat response format (JSON schema answers)
+        self.cmpl_id = shapes.completion_id()
+        self.stream = bool(data.get("stream")) if isinstance(data.get("stream"), bool) else False
+
+
+def parse_body(raw: bytes):
+    try:
+        return nljson.loads(raw)
+    except nljson.JSONParseError as e:
+        raise RequestFailure(500, str(e)) from None
+
+
+def prepare(ctx, body, kind: str) -> Prepared:
+    """Everything llama-server does on the HTTP thread before posting the tasks. Raises RequestFailure."""
+    try:
+        from .. import sampling
+    except ImportError:
+        raise RequestFailure(501, "generation is not reproduced yet: bankml.sampling is missing",
+                             "not_supported_error") from None
+    from ..chat_request import ChatRequestError, parse_chat_request
+    from ..grammar import request as greq
+
+    fmt = None
+    prefix = ""
+    if kind == "chat":
+        try:
+            req = parse_chat_request(body, ctx.templates, ctx.chat_options)
+        except ChatRequestError as e:
+            raise RequestFailure(e.status, e.message, e.error_type) from None
+        data = dict(req.llama_params)
+        if req.has_tools:
+            raise RequestFailure(501, "tool calls are not reproduced by bankml yet", "not_supported_error")
+        if req.chat.format not in ("content-only", "peg-native"):
+            raise RequestFailure(501, f"chat format {req.chat.format} is not reproduced by bankml yet",
+                                 "not_supported_error")
+        gp, base = req.chat.generation_prompt, ctx.base_generation_prompt()
+        if not gp.startswith(base):
+            raise RequestFailure(501, "this assistant prefill is not reproduced by bankml yet", "not_supported_error")
+        prefix = gp[len(base):]
+        if req.json_schema is not None:
+            if prefix:
+                raise RequestFailure(501, "a JSON schema answer to an assistant prefill is not reproduced by bankml "
+                                          "yet", "not_supported_error")
+            try:
+                fmt = greq.chat_response_format(req.json_schema, req.chat.generation_prompt)
+            except greq.ConstrainedRequestError as e:
+                raise RequestFailure(e.status, e.message) from None
+            data.update(greq.chat_llama_params(body, fmt))
+    else:
+        data = body
+    try:
+        if not isinstance(data, dict):
+            raise nljson.NLError("[json.exception.type_error.304] cannot use at() with " + nljson.type_name(data))
+        if "prompt" not in data:
+            raise nljson.key_not_found("prompt")
+        inputs = tokenize_prompts(ctx.tokenizer, data["prompt"])
+        params = [sampling.from_request(data, ctx.sampling_defaults, ctx.tokenizer) for _ in inputs]
+    except RequestFailure:
+        raise
+    except sampling.RequestError as e:
+        raise RequestFailure(e.status, e.message) from None
+    except Exception as e:  # handle_completions_impl: every exception here is a 400
+        raise RequestFailure(400, getattr(e, "message", None) or str(e)) from None
+    if params and params[0].n_cmpl > 1:
+        raise RequestFailure(501, "n > 1 (several choices) is not reproduced by bankml yet", "not_supported_error")
+    prep = Prepared(kind, data, inputs, params, fmt)
+    prep.prefix = prefix
+    return prep
+
+
+def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
+    from ..sampling.sampler import Sampler
+    tasks = []
+    for i, (tokens, params) in enumerate(zip(prep.inputs, prep.params)):
+        def make_sampler(params=params):
+            return Sampler(params, ctx.tokenizer)
+        t = CompletionTask(tokens, params, make_sampler, emit_for(i), index=i, probs=token_probs,
+                           tokenizer=ctx.tokenizer)
+        tasks.append(t)
+    return tasks
+
+
+def token_probs(task, logits, sampler, tok):
+    """populate_token_probs through bankml.sampling.probs: (the sampled token's p, the top candidates)."""
+    from ..sampling import probs as sprobs
+    from .generation import TokenProbs
+    tk = task.tokenizer
+    n = task.params.n_probs
+    if task.params.post_sampling_probs:
+        tp = sampler.post_sampling(n, tok)
+    else:
+        tp = sprobs.pre_sampling(logits, n, tok)
+    return TokenProbs(tok, float(tp.token_prob), b"", [(int(i), tk.token_to_piece(int(i), False), float(p))
+                                                       for i, p in zip(tp.ids, tp.probs)])
+
+
+# --- the HTTP side -------------------------------------------------------------------------------------------
+
+def _sse(obj) -> bytes:
+    return b"data: " + dumps(obj) + b"\n\n"
+
+
+class Formatter:
+    """Turns one request's events into llama-server's JSON for its endpoint."""
+
+    def __init__(self, ctx, prep: Prepared):
+        self.prep = prep
+        self.model = ctx.meta.name
+        self.states = [shapes.ChatState(prep.fmt, getattr(prep, "prefix", "")) for _ in prep.inputs]
+
+    def final(self, i: int, ev: Final):
+        p, k = self.prep.params[i], self.prep.kind
+        if k == "completion":
+            return shapes.completion_final(ev, p, self.model, i)
+        if k == "oai":
+            return shapes.oai_completion_final(ev, p, self.model, self.prep.cmpl_id, i)
+        return shapes.chat_final(ev, p, self.model, self.prep.cmpl_id, self.states[i], i)
+
+    def stream_chunks(self, i: int, ev) -> list:
+        p, k = self.prep.params[i], self.prep.kind
+        if isinstance(ev, Final):
+            if k == "completion":
+                return [shapes.completion_final(ev, p, self.model, i)]
+            if k == "oai":
+                return [shapes.oai_completion_final(ev, p, self.model, self.prep.cmpl_id, i)]
+            return shapes.chat_stream_final(ev, p, self.model, self.prep.cmpl_id, self.states[i], i)
+        if isinstance(ev, (Token, Progress)):
+            if k == "completion":
+                return [shapes.completion_partial(ev, p, i)]
+            if k == "oai":
+                if isinstance(ev, Progress):
+                    return []
+                return [shapes.oai_completion_partial(ev, p, self.model, self.prep.cmpl_id, i)]
+            return shapes.chat_partial(ev, p, self.model, self.prep.cmpl_id, self.states[i], i)
+        return []
+
+    def merge(self, bodies: list):
+        if len(bodies) == 1:
+            return bodies[0]
+        if self.prep.kind in ("oai", "chat"):
+            out = bodies[0]
+            for b in bodies[1:]:
+                out["choices"].append(b["choices"][0])
+            return out
+        return bodies
+
+
+def error_json(ev: Error) -> dict:
+    from .http import error_body
+    return error_body(ev.message, ev.status, ev.type, **ev.extra)
+
+
+async def _run(request: Request, kind: str) -> Response:
+    ctx = request.app.state.ctx
+    t0 = time.monotonic()
+    try:
+        body = parse_body(await request.body())
+        prep = prepare(ctx, body, kind)
+    except RequestFailure as e:
+        _log(request, e.status, t0)
+        return e.response()
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue = asyncio.Queue()
+
+    def emit_for(i):
+        return lambda ev: loop.call_soon_threadsafe(events.put_nowait, (i, ev))
+
+    tasks = make_tasks(ctx, prep, emit_for)
+    for t in tasks:
+        ctx.worker.submit_completion(t)
+    fmt = Formatter(ctx, prep)
+
+    state = {"stopped": False}
+
+    def cancel():
+        # server_response_reader::stop(): unfinished tasks get CANCEL tasks, each numbered by the task queue
+        if not state["stopped"]:
+            state["stopped"] = True
+            for _ in tasks:
+                ctx.worker.new_id()
+        for t in tasks:
+            t.cancelled.set()
+
+    if not prep.stream:
+        finals: dict[int, Final] = {}
+        while len(finals) < len(tasks):
+            try:
+                i, ev = await asyncio.wait_for(events.get(), timeout=1.0)
+            except asyncio.TimeoutError:
+                if await request.is_disconnected():
+                    cancel()
+                    return Response(status_code=499)
+                continue
+            if isinstance(ev, Error):
+                cancel()
+                _log(request, ev.status, t0)
+                return json_response(error_json(ev), ev.status)
+            if isinstance(ev, Final):
+                finals[i] = ev
+        state["stopped"] = True
+        bodies = [fmt.final(i, finals[i]) for i in range(len(tasks))]
+        _log(request, 200, t0, finals)
+        return json_response(fmt.merge(bodies))
+
+    # stream: the first event decides between a JSON error and the SSE stream
+    first = await events.get()
+    if isinstance(first[1], Error):
+        cancel()
+        _log(request, first[1].status, t0)
+        return json_response(error_json(first[1]), first[1].status)
+    ping = ctx.cfg.sse_ping_interval
+    done_marker = prep.kind in ("oai", "chat")
+
+    async def gen():
+        pending = [first]
+        n_final = 0
+        finals = {}
+        try:
+            while True:
+                if pending:
+                    i, ev = pending.pop(0)
+                else:
+                    try:
+                        i, ev = await asyncio.wait_for(events.get(), timeout=ping if ping > 0 else None)
+                    except asyncio.TimeoutError:
+                        yield b":\n\n"
+                        continue
+                if isinstance(ev, Error):
+                    yield _sse({"error": error_json(ev)["error"]})
+                    return
+                for c in fmt.stream_chunks(i, ev):
+                    yield _sse(c)
+                if isinstance(ev, Final):
+                    finals[i] = ev
+                    n_final += 1
+                    if n_final == len(tasks):
+                        state["stopped"] = True
+                        break
+            if done_marker:
+                yield b"data: [DONE]\n\n"
+            _log(request, 200, t0, finals)
+        finally:
+            cancel()
+
+    return StreamingResponse(gen(), status_code=200,     # no "; charset=..." (Starlette would add one)
+                             headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+
+
+def _log(request: Request, status: int, t0: float, finals: dict | None = None) -> None:
+    dt = (time.monotonic() - t0) * 1000
+    extra = ""
+    if finals:
+        n_p = sum(f.n_prompt_tokens for f in finals.values())
+        n_c = sum(f.n_prompt_cached for f in finals.values())
+        n_g = sum(f.n_decoded for f in finals.values())
+        pps = max((f.stats["prompt_per_second"] for f in finals.values()), default=0.0)
+        tps = max((f.stats["predicted_per_second"] for f in finals.values()), default=0.0)
+        extra = f" prompt {n_p} (cached {n_c}) gen {n_g} | {pps:.1f} pp t/s {tps:.1f} tg t/s"
+    log.info("%s %s %d %.1f ms%s", request.method, request.url.path, status, dt, extra)
+
+
+async def completion(request: Request) -> Response:
+    return await _run(request, "completion")
+
+
+async def oai_completion(request: Request) -> Response:
+    return await _run(request, "oai")
+
+
+async def chat_completion(request: Request) -> Response:
+    return await _run(request, "chat")
+
+
+routes = [
+    Route("/completion", completion, methods=["POST"]),
+    Route("/completions", completion, methods=["POST"]),
+    Route("/v1/completions", oai_completion, methods=["POST"]),
+    Route("/chat/completions", chat_completion, methods=["POST"]),
+    Route("/v1/chat/completions", chat_completion, methods=["POST"]),
+]

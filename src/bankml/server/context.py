@@ -1,0 +1,194 @@
+"""The loaded server: model, tokenizer, chat templates, slots and the facts /props and /v1/models report
+(llama-server's server_context and server_context_meta, tools/server/server-context.cpp).
+
+    ctx = ServerContext.load(cfg)        # cfg: bankml.server.flags.ServerConfig; verifies and opens the model
+    ctx.model, ctx.tokenizer, ctx.templates, ctx.slots, ctx.n_ctx_slot, ctx.meta
+
+Sizes as llama-server makes them: -np -1 ("auto") is 4 slots with a unified KV pool; llama_context pads n_ctx
+up to 256; with a unified pool every slot may use all of it, otherwise each sequence gets pad256(n_ctx / n_slots);
+a slot's context is that, capped by the model's training context (n_ctx_slot()). bankml gives every slot its
+own KV cache of n_ctx_slot cells (bankml.engine.KVCache).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..errors import BankmlError
+
+log = logging.getLogger("bankml.server")
+
+KV_PAD = 256
+
+#: llama_ftype_name of the file types bankml can load (llama.h's LLAMA_FTYPE_*)
+FTYPE_NAMES = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
+               11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small",
+               15: "Q4_K - Medium", 16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 32: "BF16"}
+
+#: llama_vocab_type of tokenizer.ggml.model
+VOCAB_TYPES = {"no_vocab": 0, "none": 0, "llama": 1, "gpt2": 2, "bert": 3, "t5": 4, "rwkv": 5, "plamo2": 6}
+
+
+def _pad(n: int) -> int:
+    return -(-n // KV_PAD) * KV_PAD
+
+
+def slot_context(n_ctx: int, n_parallel: int, kv_unified: bool, n_ctx_train: int) -> tuple[int, int, bool]:
+    """(n_slots, n_ctx_slot, kv_unified) as llama-server and llama_context work them out."""
+    if n_parallel < 0:
+        n_parallel, kv_unified = 4, True
+    if n_ctx == 0:
+        n_ctx = n_ctx_train
+    n_ctx = _pad(n_ctx)
+    n_ctx_seq = n_ctx if kv_unified else _pad(n_ctx // n_parallel)
+    return n_parallel, min(n_ctx_seq, n_ctx_train), kv_unified
+
+
+@dataclass
+class ModelMeta:
+    """server_context_meta's model facts."""
+    name: str
+    aliases: list[str]
+    path: str
+    vocab_type: int
+    n_vocab: int
+    n_ctx_train: int
+    n_embd: int
+    n_params: int
+    size: int
+    ftype: str
+    bos_token: str
+    eos_token: str
+    build_info: str = "b0-unknown"
+    tags: list[str] = field(default_factory=list)
+
+
+def model_meta(cfg, path: str, header, tok) -> ModelMeta:
+    if cfg.aliases:
+        name = sorted(cfg.aliases)[0]
+    elif cfg.model:
+        name = cfg.model
+    else:
+        name = os.path.basename(path)
+    ft = header.get("general.file_type")
+    ftype = FTYPE_NAMES.get(ft, "unknown, may not work") if ft is not None else "(guessed) unknown"
+    arch = header.architecture
+    piece = lambda i: tok.token_to_piece(i, True).decode("utf-8", "replace") if i is not None and i >= 0 else ""
+    return ModelMeta(
+        name=name, aliases=sorted(cfg.aliases) if cfg.aliases else [name], path=path,
+        vocab_type=VOCAB_TYPES.get(header.get("tokenizer.ggml.model", "none"), 0), n_vocab=tok.n_vocab,
+        n_ctx_train=int(header.get(f"{arch}.context_length", 0)),
+        n_embd=int(header.get(f"{arch}.embedding_length", 0)),
+        n_params=sum(t.n_elements for t in header.tensors.values()),
+        size=sum(t.nbytes for t in header.tensors.values()),
+        ftype=ftype, bos_token=piece(tok.bos_id), eos_token=piece(tok.eos_id))
+
+
+class ServerContext:
+    """Everything a request needs. Build with `ServerContext.load(cfg)`."""
+
+    def __init__(self, cfg, path: str, model, tokenizer, templates, header):
+        from ..chat_request import ServerChatOptions
+
+        self.cfg = cfg
+        self.path = path
+        self.model = model
+        self.tokenizer = tokenizer
+        self.templates = templates
+        self.header = header
+        self.chat_options = ServerChatOptions()
+        self.n_slots, self.n_ctx_slot, self.kv_unified = slot_context(
+            cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, model.n_ctx_train)
+        self.meta = model_meta(cfg, path, header, tokenizer)
+        self.t_start_us = int(time.monotonic() * 1e6)
+        self.lock = threading.Lock()
+        self.slots = None            # bankml.server.slots.SlotPool, made by start()
+        self.worker = None           # bankml.server.generation.Worker, made by start()
+        marker = os.environ.get("LLAMA_MEDIA_MARKER")
+        if not marker:
+            from .info_api import random_string
+            marker = "<__media_" + random_string(32) + "__>"
+        self.media_marker = marker
+        self.sampling_defaults = _sampling_defaults(cfg, header, tokenizer)
+
+    def default_params_json(self) -> dict:
+        """task_params::to_json(true) of the server's defaults (/props default_generation_settings.params)."""
+        if self.sampling_defaults is None:
+            raise ServerRefusal("generation settings are not reproduced yet: bankml.sampling is missing")
+        from .. import sampling
+        body = sampling.from_request({}, self.sampling_defaults, self.tokenizer).to_json(True)
+        # get_res_props serialises a fresh task_params (only its sampling part is the server's): its
+        # reasoning_format is the struct's default, "none", not the request default "deepseek"
+        body["reasoning_format"] = "none"
+        return body
+
+    @classmethod
+    def load(cls, cfg, progress=None) -> "ServerContext":
+        """Resolve the model (-m, or bankml's default model pulled when missing), verify and open it."""
+        from .. import pull
+        from ..engine import Model
+        from ..gguf import read_header_file
+        from ..template import ChatTemplates
+        from ..tokenizer import Tokenizer
+
+        path = cfg.model if cfg.model else str(pull.ensure(progress=progress))
+        header = read_header_file(path)
+        tok = Tokenizer.from_gguf(header)
+        templates = ChatTemplates.from_gguf(header)
+        arch = header.architecture
+        n_ctx_train = int(header.get(f"{arch}.context_length", 0) or 0)
+        _, n_ctx_slot, _ = slot_context(cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, n_ctx_train or 1 << 30)
+        cache_type = cfg.cache_type_k
+        model = Model.open(path, n_ctx=n_ctx_slot, oracle_threads=cfg.oracle_threads, cache_type=cache_type,
+                           progress=progress, n_batch=cfg.n_batch, n_ubatch=cfg.n_ubatch)
+        return cls(cfg, path, model, tok, templates, header)
+
+    def start(self) -> None:
+        """The slots and the worker thread (once)."""
+        from .generation import Worker
+        from .slots import SlotPool
+        if self.slots is None:
+            self.slots = SlotPool(self)
+        if self.worker is None:
+            self.worker = Worker(self)
+
+    def base_generation_prompt(self) -> str:
+        """The generation prompt of a plain conversation (the assistant header the chat parser consumes)."""
+        if getattr(self, "_base_gp", None) is None:
+            from ..chat_request import parse_chat_request
+            req = parse_chat_request({"messages": [{"role": "user", "content": "x"}]}, self.templates,
+                                     self.chat_options)
+            self._base_gp = req.chat.generation_prompt
+        return self._base_gp
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+        if self.model is not None:
+            self.model.close()
+            self.model = None
+
+    @property
+    def n_batch(self) -> int:
+        """Effective n_batch: min(-b, n_ctx) as llama_context makes it."""
+        return min(self.cfg.n_batch, self.model.n_ctx)
+
+
+def _sampling_defaults(cfg, header, tok):
+    """bankml.sampling's Defaults with the command line's sampling flags, or None when that module is absent."""
+    try:
+        from .. import sampling
+    except ImportError:
+        return None
+    return sampling.Defaults.from_gguf(header, tok.n_vocab, tok.eog_ids, n_predict=cfg.n_predict,
+                                       n_parallel=max(cfg.n_parallel, 1) if cfg.n_parallel > 0 else 4,
+                                       sse_ping_interval=cfg.sse_ping_interval, **cfg.sampling)
+
+
+class ServerRefusal(BankmlError):
+    """A server setting bankml cannot reproduce."""

@@ -1,0 +1,404 @@
+"""bankml-serve's command line: llama-server b11192's flags (common/arg.cpp), with its defaults.
+
+    cfg = parse_flags(["-m", path, "-c", "4096", "-np", "1"])    # ServerConfig; raises FlagError
+
+Three kinds of flag:
+- flags bankml implements, with llama-server's meaning and default (the table `_FLAGS` below);
+- flags llama-server has that bankml does not implement: refused with "FLAG: a llama-server flag bankml does not
+  support (yet)" (UnsupportedFlag), never silently ignored; a few are accepted only at the value that changes
+  nothing bankml reproduces (`--flash-attn auto|on`, `--reasoning off`, `--cache-reuse 0`, ...);
+- anything else: "unknown argument" (llama.cpp's own word for it), FlagError.
+
+Sampling defaults given on the command line (--temp, --seed, --top-k, ...) are collected in
+`cfg.sampling` ({field: value} with bankml.sampling.Defaults' field names) for bankml.sampling's Defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import BankmlError, UnsupportedFlag
+
+
+class FlagError(BankmlError):
+    """A command line llama-server would refuse too (unknown argument, missing or malformed value)."""
+
+
+#: every flag name llama.cpp b11192's common/arg.cpp defines (any of its programs)
+LLAMA_FLAGS = frozenset("""
+--adaptive-decay --adaptive-target --agent --alias --api-key --api-key-file --api-prefix --attention --audio
+--backend-sampling --batch-size --binary-file --cache-idle-slots --cache-list --cache-prompt --cache-ram
+--cache-reuse --cache-type-k --cache-type-k-draft --cache-type-v --cache-type-v-draft --chat-template
+--chat-template-file --chat-template-kwargs --check --check-tensors --checkpoint-min-step --chunk
+--chunk-separator --chunk-size --chunks --cls-separator --color --completion-bash --cont-batching --context-file
+--context-shift --control-vector --control-vector-layer-range --control-vector-scaled --conversation
+--cors-credentials --cors-headers --cors-methods --cors-origins --cpu-mask --cpu-mask-batch --cpu-mask-batch-draft
+--cpu-mask-draft --cpu-moe --cpu-moe-draft --cpu-range --cpu-range-batch --cpu-range-batch-draft --cpu-range-draft
+--cpu-strict --cpu-strict-batch --cpu-strict-batch-draft --cpu-strict-draft --ctx-checkpoints --ctx-size
+--defrag-thold --device --device-draft --dflash --diffusion-add-gumbel-noise --diffusion-alg-temp
+--diffusion-algorithm --diffusion-block-length --diffusion-cfg-scale --diffusion-eps --diffusion-steps
+--diffusion-visual --display-prompt --docker-repo --draft --draft-max --draft-min --draft-n --draft-n-min
+--draft-p-min --draft-p-split --dry-allowed-length --dry-base --dry-multiplier --dry-penalty-last-n
+--dry-sequence-breaker --dynatemp-exp --dynatemp-range --eagle3 --embd-gemma-default --embd-normalize
+--embd-output-format --embd-separator --embedding --embeddings --epochs --escape --file --fim-qwen-1.5b-default
+--fim-qwen-14b-spec --fim-qwen-30b-default --fim-qwen-3b-default --fim-qwen-7b-default --fim-qwen-7b-spec --fit
+--fit-ctx --fit-print --fit-target --flash-attn --frequency-penalty --from-chunk --gpt-oss-120b-default
+--gpt-oss-20b-default --gpu-layers --gpu-layers-draft --grammar --grammar-file --grp-attn-n --grp-attn-w
+--hellaswag --hellaswag-tasks --help --hf-file --hf-repo --hf-repo-draft --hf-token --host --ids --ignore-eos
+--image --image-max-tokens --image-min-tokens --in-file --in-prefix --in-prefix-bos --in-suffix --interactive
+--interactive-first --jinja --json-schema --json-schema-file --junk --keep --kl-divergence --kl-divergence-base
+--kv-offload --kv-unified --kv-unified-per-slot --lazy-mode --learning-rate --learning-rate-decay-epochs
+--learning-rate-min --list-devices --load-mode --log-colors --log-disable --log-file --log-jsonl --log-prefix
+--log-prompts-dir --log-timestamps --log-verbose --log-verbosity --logit-bias --logits-output-dir
+--lookup-cache-dynamic --lookup-cache-static --lora --lora-init-without-apply --lora-scaled --main-gpu
+--mcp-servers-config --mcp-servers-json --media-path --method --metrics --min-p --mirostat --mirostat-ent
+--mirostat-lr --mmproj --mmproj-auto --mmproj-offload --mmproj-url --model --model-draft --model-url
+--models-autoload --models-dir --models-max --models-preset --mtmd-batch-max-tokens --mtp --multiline-input
+--multiple-choice --multiple-choice-tasks --n-cpu-ffn --n-cpu-moe --n-cpu-moe-draft --n-gpu-layers
+--n-gpu-layers-draft --n-predict --negative-file --no-agent --no-bos --no-cache-idle-slots --no-cache-prompt
+--no-cont-batching --no-context-shift --no-conversation --no-cors-credentials --no-display-prompt --no-escape
+--no-host --no-jinja --no-kv-offload --no-kv-unified --no-log-jsonl --no-log-prefix --no-log-timestamps
+--no-mmproj --no-mmproj-auto --no-mmproj-offload --no-models-autoload --no-op-offload --no-parse-special --no-perf
+--no-ppl --no-prefill-assistant --no-reasoning-preserve --no-repack --no-show-timings --no-skip-chat-parsing
+--no-slots --no-spec-draft-backend-sampling --no-ui --no-ui-mcp-proxy --no-warmup --no-webui
+--no-webui-mcp-proxy --numa --offline --op-offload --optimizer --output --output-file --output-format
+--output-frequency --override-kv --override-tensor --override-tensor-draft --parallel --parse-special --path
+--pca-batch --pca-iter --perf --poll --poll-batch --poll-batch-draft --poll-draft --pooling --port --pos
+--positive-file --ppl --ppl-output-type --ppl-stride --predict --prefill-assistant --presence-penalty
+--print-token-count --prio --prio-batch --prio-batch-draft --prio-draft --process-output --prompt --prompt-cache
+--prompt-cache-all --prompt-cache-ro --props --reasoning --reasoning-budget --reasoning-budget-message
+--reasoning-effort --reasoning-format --reasoning-preserve --repack --repeat-last-n --repeat-penalty --rerank
+--reranking --reuse-port --reverse-prompt --rope-freq-base --rope-freq-scale --rope-scale --rope-scaling --rpc
+--sampler-seq --samplers --sampling-seq --save-all-logits --save-frequency --save-logits --seed --sequences
+--server-base --show-count --show-statistics --show-timings --simple-io --single-turn --skip-chat-parsing
+--sleep-idle-seconds --slot-prompt-similarity --slot-save-path --slots --spec-default
+--spec-draft-backend-sampling --spec-draft-cpu-mask --spec-draft-cpu-mask-batch --spec-draft-cpu-moe
+--spec-draft-cpu-range --spec-draft-cpu-range-batch --spec-draft-cpu-strict --spec-draft-cpu-strict-batch
+--spec-draft-device --spec-draft-hf --spec-draft-model --spec-draft-n-cpu-moe --spec-draft-n-max
+--spec-draft-n-min --spec-draft-ncmoe --spec-draft-ngl --spec-draft-override-tensor --spec-draft-p-min
+--spec-draft-p-split --spec-draft-poll --spec-draft-poll-batch --spec-draft-prio --spec-draft-prio-batch
+--spec-draft-threads --spec-draft-threads-batch --spec-draft-type-k --spec-draft-type-v
+--spec-ngram-map-k-min-hits --spec-ngram-map-k-size-m --spec-ngram-map-k-size-n --spec-ngram-map-k4v-min-hits
+--spec-ngram-map-k4v-size-m --spec-ngram-map-k4v-size-n --spec-ngram-min-hits --spec-ngram-mod-n-match
+--spec-ngram-mod-n-max --spec-ngram-mod-n-min --spec-ngram-simple-min-hits --spec-ngram-simple-size-m
+--spec-ngram-simple-size-n --spec-ngram-size-m --spec-ngram-size-n --spec-synth-len --spec-synth-rates
+--spec-type --special --split-mode --spm-infill --sse-ping-interval --ssl-cert-file --ssl-key-file --stdin
+--swa-checkpoints --swa-full --system-prompt --system-prompt-file --tags --temp --temperature --tensor-filter
+--tensor-split --threads --threads-batch --threads-batch-draft --threads-draft --threads-http --timeout --tools
+--tools-runtime --top-k --top-n-sigma --top-nsigma --top-p --tts-lang --tts-speaker-file --typical --typical-p
+--ubatch-size --ui --ui-config --ui-config-file --ui-mcp-proxy --usage --val-split --verbose --verbose-prompt
+--verbosity --version --video --video-ffmpeg-dir --video-fps --video-timestamp-interval
+--vision-gemma-12b-default --vision-gemma-4b-default --warmup --webui --webui-config --webui-config-file
+--webui-mcp-proxy --weight-decay --winogrande --winogrande-tasks --xtc-probability --xtc-threshold
+--yarn-attn-factor --yarn-beta-fast --yarn-beta-slow --yarn-ext-factor --yarn-orig-ctx -C -Cb -Cbd -Cd -Cr -Crb
+-Crbd -Crd -a -ag -b -bf -bs -c -cb -cl -cmoe -cmoed -cms -cnv -co -cram -ctk -ctkd -ctv -ctvd -ctxcp
+-decay-epochs -dev -devd -dr -dt -e -epochs -f -fa -fit -fitc -fitp -fitt -gan -gaw -h -hf -hfd -hff -hfr -hfrd
+-hft -i -if -j -jf -kvo -kvu -l -lcd -lcs -lm -lr -lr-min -lv -lzm -m -md -mg -mli -mm -mmu -mu -n -ncffn -ncmoe
+-ncmoed -ngl -ngld -nkvo -no-ag -no-cnv -no-kvu -nocb -np -npl -npp -nr -ns -ntg -o -ofreq -opt -ot -otd -p -pps
+-ptc -r -rea -s -sm -sp -sps -st -sys -sysf -t -tb -tbd -td -tgs -to -ts -ub -v -val-split -wd
+""".split())
+
+
+@dataclass
+class ServerConfig:
+    """What bankml-serve was asked for, in llama-server's terms (common_params' names where they exist)."""
+    model: str | None = None               # -m as given (None: bankml's default model, pulled when missing)
+    n_ctx: int = 0                         # -c (0: the model's training context)
+    n_threads: int = -1                    # -t (-1: the physical cores, as cpu_get_num_math)
+    n_threads_batch: int = -1              # -tb (-1: = -t)
+    hostname: str = "127.0.0.1"
+    port: int = 8080
+    n_parallel: int = -1                   # -np (-1: auto = 4 slots, unified KV)
+    kv_unified: bool = False
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_predict: int = -1
+    aliases: list[str] = field(default_factory=list)
+    api_keys: list[str] = field(default_factory=list)
+    cors_origins: str = "*"
+    cors_methods: str = "GET, POST, DELETE, OPTIONS"
+    cors_headers: str = "*"
+    cors_credentials: bool = True
+    endpoint_metrics: bool = False
+    endpoint_props: bool = False
+    endpoint_slots: bool = True
+    slot_save_path: str = ""
+    slot_prompt_similarity: float = 0.1
+    cache_ram_mib: int = 8192
+    cache_idle_slots: bool = True
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    sse_ping_interval: int = 30
+    threads_http: int = -1
+    log_verbosity: int = 3
+    log_disable: bool = False
+    sampling: dict = field(default_factory=dict)
+    help: bool = False
+    version: bool = False
+
+    @property
+    def oracle_threads(self) -> int:
+        """The -t of the llama-server being reproduced (its bits depend on it)."""
+        return self.n_threads if self.n_threads > 0 else default_threads()
+
+
+def default_threads() -> int:
+    """cpu_get_num_math(): the physical cores (on x86 without hybrid cores), at least 1."""
+    try:
+        cores = set()
+        with open("/proc/cpuinfo") as f:
+            phys = core = None
+            for line in f:
+                k, _, v = line.partition(":")
+                k = k.strip()
+                if k == "physical id":
+                    phys = v.strip()
+                elif k == "core id":
+                    core = v.strip()
+                elif not line.strip() and core is not None:
+                    cores.add((phys, core))
+                    phys = core = None
+            if core is not None:
+                cores.add((phys, core))
+        if cores:
+            return len(cores)
+    except OSError:
+        pass
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def _int(flag: str, v: str) -> int:
+    try:
+        return int(v, 10)
+    except ValueError:
+        raise FlagError(f"error while handling argument \"{flag}\": stoi") from None
+
+
+def _float(flag: str, v: str) -> float:
+    try:
+        return float(v)
+    except ValueError:
+        raise FlagError(f"error while handling argument \"{flag}\": stof") from None
+
+
+def _csv(v: str) -> list[str]:
+    return [x.strip() for x in v.split(",")]
+
+
+def _set(attr, conv=None):
+    def apply(cfg, flag, v):
+        setattr(cfg, attr, conv(flag, v) if conv else v)
+    return apply
+
+
+def _flag(attr, value):
+    def apply(cfg, flag, v):
+        setattr(cfg, attr, value)
+    return apply
+
+
+def _f32(flag: str, v: str) -> float:
+    """std::stof: the value as a float32 (the sampling defaults are floats)."""
+    import struct
+    return struct.unpack("f", struct.pack("f", _float(flag, v)))[0]
+
+
+def _sampling(name, conv=_f32):
+    def apply(cfg, flag, v):
+        cfg.sampling[name] = conv(flag, v)
+    return apply
+
+
+def _alias(cfg, flag, v):
+    for a in _csv(v):
+        if a and a not in cfg.aliases:
+            cfg.aliases.append(a)
+
+
+def _api_key(cfg, flag, v):
+    cfg.api_keys += [k for k in _csv(v) if k]
+
+
+def _api_key_file(cfg, flag, v):
+    try:
+        with open(v, encoding="utf-8") as f:
+            for line in f.read().split("\n"):
+                if line and not line.startswith("#"):
+                    cfg.api_keys.append(line)
+    except OSError:
+        raise FlagError(f"error: failed to open file '{v}'") from None
+
+
+def _only(attr, allowed, why):
+    def apply(cfg, flag, v):
+        if v not in allowed:
+            raise UnsupportedFlag(f"{flag} {v}", why)
+        if attr:
+            setattr(cfg, attr, v)
+    return apply
+
+
+def _only_int(allowed, why):
+    def apply(cfg, flag, v):
+        if _int(flag, v) not in allowed:
+            raise UnsupportedFlag(f"{flag} {v}", why)
+    return apply
+
+
+def _verbosity(cfg, flag, v):
+    cfg.log_verbosity = _int(flag, v)
+
+
+def _cache_type(attr):
+    def apply(cfg, flag, v):
+        if v not in ("f16", "q8_0"):
+            raise UnsupportedFlag(f"{flag} {v}", "bankml's KV cache is f16 or q8_0")
+        setattr(cfg, attr, v)
+    return apply
+
+
+# (names, takes a value, apply(cfg, flag, value))
+_FLAGS = [
+    (("-m", "--model"), True, _set("model")),
+    (("-c", "--ctx-size"), True, _set("n_ctx", _int)),
+    (("-t", "--threads"), True, _set("n_threads", _int)),
+    (("-tb", "--threads-batch"), True, _set("n_threads_batch", _int)),
+    (("--host",), True, _set("hostname")),
+    (("--port",), True, _set("port", _int)),
+    (("-np", "--parallel"), True, _set("n_parallel", _int)),
+    (("-kvu", "--kv-unified"), False, _flag("kv_unified", True)),
+    (("-no-kvu", "--no-kv-unified"), False, _flag("kv_unified", False)),
+    (("-b", "--batch-size"), True, _set("n_batch", _int)),
+    (("-ub", "--ubatch-size"), True, _set("n_ubatch", _int)),
+    (("-n", "--predict", "--n-predict"), True, _set("n_predict", _int)),
+    (("-a", "--alias"), True, _alias),
+    (("--api-key",), True, _api_key),
+    (("--api-key-file",), True, _api_key_file),
+    (("--cors-origins",), True, _set("cors_origins")),
+    (("--cors-methods",), True, _set("cors_methods")),
+    (("--cors-headers",), True, _set("cors_headers")),
+    (("--cors-credentials",), False, _flag("cors_credentials", True)),
+    (("--no-cors-credentials",), False, _flag("cors_credentials", False)),
+    (("--metrics",), False, _flag("endpoint_metrics", True)),
+    (("--props",), False, _flag("endpoint_props", True)),
+    (("--slots",), False, _flag("endpoint_slots", True)),
+    (("--no-slots",), False, _flag("endpoint_slots", False)),
+    (("--slot-save-path",), True, _set("slot_save_path")),
+    (("-sps", "--slot-prompt-similarity"), True, _set("slot_prompt_similarity", _float)),
+    (("-cram", "--cache-ram"), True, _set("cache_ram_mib", _int)),
+    (("--cache-idle-slots",), False, _flag("cache_idle_slots", True)),
+    (("--no-cache-idle-slots",), False, _flag("cache_idle_slots", False)),
+    (("-ctk", "--cache-type-k"), True, _cache_type("cache_type_k")),
+    (("-ctv", "--cache-type-v"), True, _cache_type("cache_type_v")),
+    (("--sse-ping-interval",), True, _set("sse_ping_interval", _int)),
+    (("--threads-http",), True, _set("threads_http", _int)),
+    (("-lv", "--verbosity", "--log-verbosity"), True, _verbosity),
+    (("-v", "--verbose", "--log-verbose"), False, _flag("log_verbosity", 99)),
+    (("--log-disable",), False, _flag("log_disable", True)),
+    (("--jinja",), False, None),
+    (("--no-webui", "--no-ui"), False, None),
+    (("--no-warmup",), False, None),
+    (("--warmup",), False, None),
+    (("-cb", "--cont-batching"), False, None),
+    (("--no-context-shift",), False, None),
+    (("--cache-prompt",), False, None),
+    (("--prefill-assistant",), False, None),
+    (("--reasoning-preserve",), False, None),
+    (("-rea", "--reasoning"), True, _only(None, ("off",), "bankml serves with --reasoning off only")),
+    (("-fa", "--flash-attn"), True, _only(None, ("auto", "on"), "bankml's attention is llama.cpp's flash "
+                                                                  "attention path (auto/on)")),
+    (("--cache-reuse",), True, _only_int((0,), "bankml does not shift KV cells (n_cache_reuse 0 only)")),
+    (("-s", "--seed"), True, _sampling("seed", lambda f, v: _int(f, v) & 0xFFFFFFFF)),
+    (("--temp", "--temperature"), True, _sampling("temp")),
+    (("--top-k",), True, _sampling("top_k", _int)),
+    (("--top-p",), True, _sampling("top_p")),
+    (("--min-p",), True, _sampling("min_p")),
+    (("--repeat-penalty",), True, _sampling("penalty_repeat")),
+    (("--repeat-last-n",), True, _sampling("penalty_last_n", _int)),
+    (("--presence-penalty",), True, _sampling("penalty_present")),
+    (("--frequency-penalty",), True, _sampling("penalty_freq")),
+    (("-h", "--help", "--usage"), False, _flag("help", True)),
+    (("--version",), False, _flag("version", True)),
+]
+
+_TABLE = {name: (takes, apply) for names, takes, apply in _FLAGS for name in names}
+
+
+def parse_flags(argv: list[str]) -> ServerConfig:
+    """llama-server's argument parsing of `argv` (without the program name). Raises FlagError for what llama-server
+    refuses too, UnsupportedFlag for a llama-server flag bankml does not implement."""
+    cfg = ServerConfig()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        entry = _TABLE.get(flag)
+        if entry is None:
+            if flag in LLAMA_FLAGS:
+                raise UnsupportedFlag(flag, "a llama-server flag bankml does not support (yet)")
+            raise FlagError(f"error: invalid argument: {arg}")
+        takes, apply = entry
+        if takes:
+            if eq:
+                value = inline
+            else:
+                i += 1
+                if i >= len(argv):
+                    raise FlagError(f"error: expected value for argument: {flag}")
+                value = argv[i]
+        else:
+            if eq:
+                raise FlagError(f"error: invalid argument: {arg}")
+            value = None
+        if apply is not None:
+            apply(cfg, flag, value)
+        i += 1
+    _check(cfg)
+    return cfg
+
+
+def _check(cfg: ServerConfig) -> None:
+    if cfg.n_threads_batch > 0 and cfg.n_threads_batch != cfg.oracle_threads:
+        raise UnsupportedFlag(f"-tb {cfg.n_threads_batch}", "bankml reproduces -tb equal to -t only")
+    if cfg.n_ctx < 0:
+        raise FlagError(f"error: invalid context size {cfg.n_ctx}")
+    if cfg.n_parallel == 0 or cfg.n_parallel < -1:
+        raise FlagError(f"error: invalid number of slots {cfg.n_parallel}")
+    if cfg.n_batch < 1 or cfg.n_ubatch < 1:
+        raise FlagError("error: batch sizes must be positive")
+    if cfg.cache_type_k != cfg.cache_type_v:
+        raise UnsupportedFlag(f"-ctk {cfg.cache_type_k} -ctv {cfg.cache_type_v}",
+                              "bankml's KV cache has one type for K and V")
+
+
+HELP = """usage: bankml-serve [llama-server options]
+
+bankml-serve answers llama-server b11192's HTTP API from bankml's own forward pass. It takes llama-server's
+flags with llama-server's defaults; a llama-server flag bankml does not implement is refused, naming it.
+
+  -m, --model FNAME          model path (default: bankml's default model, pulled when missing)
+  -c, --ctx-size N           context size (default: 0 = the model's training context)
+  -t, --threads N            threads of the llama-server whose bits are reproduced (default: physical cores)
+  -np, --parallel N          slots (default: -1 = auto: 4 slots, unified KV)
+  -kvu, --kv-unified         one KV pool for every slot
+  -b, --batch-size N         logical batch (default: 2048)
+  -ub, --ubatch-size N       physical batch (default: 512)
+  -n, --predict N            tokens to predict (default: -1 = until the end)
+  --host HOST                (default: 127.0.0.1)
+  --port PORT                (default: 8080)
+  -a, --alias A[,B]          model aliases
+  --api-key KEY[,KEY]        API keys (repeatable), --api-key-file FNAME
+  --cors-origins O           (default: *); --cors-methods, --cors-headers, --[no-]cors-credentials
+  --metrics                  enable /metrics
+  --props                    enable POST /props
+  --slots, --no-slots        GET /slots (default: on)
+  --slot-save-path PATH      enable slot save/restore/erase
+  -sps N                     slot prompt similarity (default: 0.1)
+  -cram, --cache-ram N       host prompt cache in MiB (default: 8192; -1 no limit; 0 off)
+  -ctk, -ctv TYPE            KV cache type: f16 (default) or q8_0
+  --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
+  --frequency-penalty        sampling defaults
+  --jinja, --reasoning off, --no-webui, --no-warmup, -fa auto|on   accepted (bankml's only mode)
+  -lv N, -v, --log-disable   logging
+"""

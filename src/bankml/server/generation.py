@@ -1,0 +1,414 @@
+"""The generation loop: one completion task on one slot, as llama-server b11192's update_slots / process_token
+run it (tools/server/server-context.cpp), and the worker thread that runs tasks in arrival order.
+
+    worker = Worker(ctx)                         # one thread; every engine call happens on it
+    task = CompletionTask(tokens, params, make_sampler, emit)
+    worker.submit(task)                          # emit(event) is called from the worker thread
+
+Events (`emit`): Begin() when prompt processing starts (a stream's headers go out then), Progress(...) with
+return_progress, Token(...) per processed token (what a stream chunk carries), Final(...) at the end, or
+Error(status, message, type, extra) instead. A task whose `cancelled` flag is set (client gone) stops before its
+next decode and frees the slot; the KV it computed stays cached.
+
+Per task, in llama-server's order:
+1. slot choice (bankml.server.slots, with the RAM prompt cache), then cache_idle_slots;
+2. an empty prompt answers at once (stop_type none, zero timings); P >= n_ctx_slot is exceed_context_size_error;
+3. n_past = LCP(slot tokens, prompt) (0 with cache_prompt false); a fully cached prompt recomputes its last token;
+   the slot keeps its first n_past tokens; the rest is decoded in calls of at most n_batch tokens (the engine
+   cuts each into ubatches of n_ubatch);
+4. the sampler gets every prompt token (Sampler.begin), then per token: sample, accept, n_gen += 1, the piece
+   (special tokens as text only when preserved), probabilities, process_token: UTF-8 hold-back (validate_utf8),
+   stop strings (full match from max(0, |U| - |word| - |piece|), then partial match holds all unsent text
+   unless the token is EOG), the context limit (slot tokens + 1 >= n_ctx: "limit", truncated), the n_predict
+   budget (checked once n_gen > 0: n_predict 0 still yields one token), EOG ("eos");
+5. the next token is decoded at position len(slot tokens) and joins the slot's tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+
+from .slots import SlotStats, time_us
+
+log = logging.getLogger("bankml.server")
+
+STOP_NONE, STOP_EOS, STOP_WORD, STOP_LIMIT = "none", "eos", "word", "limit"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# events
+
+@dataclass
+class Begin:
+    pass
+
+
+@dataclass
+class Progress:
+    total: int
+    cache: int
+    processed: int
+    time_ms: int
+
+
+@dataclass
+class TokenProbs:
+    """completion_token_output: the sampled token, its probability, the text sent for it, the top candidates."""
+    tok: int
+    prob: float
+    text: bytes
+    probs: list            # [(id, piece bytes, p)]
+
+
+@dataclass
+class Token:
+    text: bytes            # text_to_send (b"" while held back)
+    tok: int
+    n_decoded: int
+    n_prompt_tokens: int
+    n_prompt_cached: int
+    probs: TokenProbs | None
+    stats: dict | None     # timings when the task stops on this token (or timings_per_token)
+    stopped: bool
+
+
+@dataclass
+class Final:
+    content: bytes
+    tokens: list[int]
+    id_slot: int
+    n_decoded: int
+    n_prompt_tokens: int
+    n_prompt_cached: int
+    n_tokens_cached: int
+    truncated: bool
+    stop: str
+    stopping_word: str
+    has_new_line: bool
+    stats: dict
+    probs: list            # [TokenProbs]
+    prompt: bytes          # the prompt detokenized with specials
+
+
+@dataclass
+class Error:
+    status: int
+    message: str
+    type: str
+    extra: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class CompletionTask:
+    tokens: list[int]
+    params: object                      # bankml.sampling.Params
+    sampler: object                     # () -> a bankml.sampling.Sampler (begin / sample / accept); may raise
+    emit: object                        # callable(event)
+    index: int = 0
+    id: int = 0
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    probs: object = None                # callable(task, logits, sampler, tok) -> TokenProbs (n_probs > 0)
+    tokenizer: object = None
+
+
+def validate_utf8(b: bytes) -> int:
+    """validate_utf8 (server-common.cpp): the length without a multi-byte sequence cut off at the end."""
+    n = len(b)
+    for i in range(1, min(4, n) + 1):
+        c = b[n - i]
+        if c & 0xE0 == 0xC0:
+            if i < 2:
+                return n - i
+        elif c & 0xF0 == 0xE0:
+            if i < 3:
+                return n - i
+        elif c & 0xF8 == 0xF0:
+            if i < 4:
+                return n - i
+    return n
+
+
+def find_partial_stop(s: bytes, stop: bytes) -> int:
+    """string_find_partial_stop (common.h): where a suffix of s that is a prefix of stop starts, or -1."""
+    if s and stop:
+        last = s[-1]
+        for ln in range(min(len(s), len(stop)), 0, -1):
+            if stop[ln - 1] == last and s.endswith(stop[:ln]):
+                return len(s) - ln
+    return -1
+
+
+class _Run:
+    """One task's generation state on its slot (server_slot's per-task fields)."""
+
+    def __init__(self, ctx, slot, task):
+        self.ctx, self.slot, self.task = ctx, slot, task
+        self.params = task.params
+        self.stop_words = [w.encode("utf-8", "surrogateescape") for w in (self.params.stop or [])]
+        self.generated = b""
+        self.generated_tokens: list[int] = []
+        self.n_sent = 0
+        self.stop = STOP_NONE
+        self.stopping_word = b""
+        self.has_next = True
+        self.has_new_line = False
+        self.truncated = False
+        self.token_probs: list[TokenProbs] = []
+        self.stats = SlotStats()
+        n_predict = self.params.n_predict
+        self.n_predict_max = n_predict if n_predict != -1 else ctx.cfg.n_predict
+
+    def has_budget(self) -> bool:
+        return self.n_predict_max == -1 or self.n_predict_max - self.stats.n_gen > 0
+
+    def find_stop(self, text: bytes, last_size: int, full: bool) -> int:
+        stop_pos = -1
+        for w in self.stop_words:
+            if full:
+                tmp = len(w) + last_size
+                pos = text.find(w, len(text) - tmp if len(text) > tmp else 0)
+            else:
+                pos = find_partial_stop(text, w)
+            if pos != -1 and (stop_pos == -1 or pos < stop_pos):
+                if full:
+                    self.stop = STOP_WORD
+                    self.stopping_word = w
+                    self.has_next = False
+                stop_pos = pos
+        return stop_pos
+
+    def process_token(self, tok: int, piece: bytes, probs: TokenProbs | None) -> bool:
+        """process_token: returns whether generation goes on; emits the stream's Token event."""
+        tk = self.ctx.tokenizer
+        self.generated += piece
+        if self.params.return_tokens:
+            self.generated_tokens.append(tok)
+        self.has_next = True
+        incomplete = validate_utf8(self.generated) < len(self.generated)
+        send = b""
+        if not incomplete:
+            pos = min(self.n_sent, len(self.generated))
+            test = self.generated[pos:]
+            send_text = True
+            stop_pos = self.find_stop(test, len(piece), True)
+            if stop_pos != -1:
+                self.generated = self.generated[:pos + stop_pos]
+                pos = min(self.n_sent, len(self.generated))
+            elif self.has_next and not tk.is_eog(tok):
+                send_text = self.find_stop(test, len(piece), False) == -1
+            if send_text:
+                send = self.generated[pos:]
+                self.n_sent += len(send)
+            if probs is not None:
+                probs.text = send
+                self.token_probs.append(probs)
+            if self.params.stream:
+                # sent before the limit and EOG checks: only a stop word has set `stop` by now
+                stopped = self.stop != STOP_NONE
+                self.task.emit(Token(send, tok, self.stats.n_gen, len(self.task.tokens),
+                                     self.stats.n_prompt_cached, probs,
+                                     self.stats.to_json() if (stopped or self.params.timings_per_token) else None,
+                                     stopped))
+        if incomplete:
+            self.has_next = True
+        if self.slot_tokens_after() + 1 >= self.slot.n_ctx:
+            self.truncated = True
+            self.stop = STOP_LIMIT
+            self.has_next = False
+        if self.stats.n_gen > 0 and self.has_next and not self.has_budget():
+            self.stop = STOP_LIMIT
+            self.has_next = False
+        if b"\n" in send:
+            self.has_new_line = True
+        if tk.is_eog(tok):
+            self.stop = STOP_EOS
+            self.has_next = False
+        return self.has_next
+
+    def slot_tokens_after(self) -> int:
+        return len(self.slot.tokens)
+
+    def final(self) -> Final:
+        p = self.params
+        probs = list(self.token_probs)
+        if not p.stream and self.stop == STOP_WORD and probs:
+            n = len(self.ctx.tokenizer.tokenize(self.stopping_word.decode("utf-8", "surrogateescape"), False, True))
+            probs = probs[:len(probs) - min(len(probs), n)]
+        tk = self.ctx.tokenizer
+        return Final(
+            content=b"" if p.stream else self.generated,
+            tokens=[] if p.stream else list(self.generated_tokens),
+            id_slot=self.slot.id, n_decoded=self.stats.n_gen, n_prompt_tokens=len(self.task.tokens),
+            n_prompt_cached=self.stats.n_prompt_cached, n_tokens_cached=len(self.slot.tokens),
+            truncated=self.truncated, stop=self.stop,
+            stopping_word=self.stopping_word.decode("utf-8", "replace"), has_new_line=self.has_new_line,
+            stats=self.stats.to_json(), probs=probs if p.n_probs > 0 else [],
+            prompt=tk.detokenize(self.task.tokens, remove_special=False, unparse_special=True))
+
+
+def run_completion(ctx, task: CompletionTask) -> None:
+    """One completion task, start to end, on the worker thread (launch_slot_with_task, update_slots)."""
+    from .slots import common_prefix
+    pool = ctx.slots
+    model, tk = ctx.model, ctx.tokenizer
+    params = task.params
+    tokens = list(task.tokens)
+    slot = pool.select(tokens, getattr(params, "id_slot", -1))
+    if any(not 0 <= t < tk.n_vocab for t in tokens):
+        task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
+        return
+    try:
+        sampler = task.sampler()
+    except Exception as e:
+        msg = getattr(e, "message", None) or str(e)
+        if not msg.startswith("Failed to initialize samplers"):
+            msg = "Failed to initialize samplers: " + msg
+        task.emit(Error(400, msg, "invalid_request_error"))
+        return
+    slot.processing = True
+    slot.id_task = task.id
+    run = _Run(ctx, slot, task)
+    stats = run.stats
+    pool.cache_idle(slot)
+    pool.n_processing += 1
+    finished = False
+    try:
+        stats.t_start = time_us()
+        pool.metrics.start()
+        worker = ctx.worker
+        worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
+        P = len(tokens)
+        if P == 0:
+            task.emit(run.final())
+            finished = True
+            return
+        if P >= slot.n_ctx:
+            task.emit(Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} tokens), "
+                                 "try increasing it", "exceed_context_size_error",
+                            {"n_prompt_tokens": P, "n_ctx": slot.n_ctx}))
+            return
+        n_past = common_prefix(slot.tokens, tokens) if params.cache_prompt else 0
+        if n_past == P and n_past > 0:
+            n_past -= 1
+        stats.n_prompt_cached = n_past
+        pool.metrics.prompt_cached(n_past)
+        slot.keep_first(n_past)
+        if params.stream:
+            if params.return_progress:
+                task.emit(Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000))
+            else:
+                task.emit(Begin())
+        n_batch = ctx.n_batch
+        first_batch = True
+        while len(slot.tokens) < P:
+            if task.cancelled.is_set():
+                return
+            if not first_batch:
+                worker.new_id()
+            first_batch = False
+            chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
+            model.decode(chunk, len(slot.tokens), cache=slot.cache)
+            slot.tokens.extend(chunk)
+            stats.n_prompt_processed += len(chunk)
+            stats.t_prompt_last = time_us()
+            pool.metrics.decoded(len(chunk), prompt=True)
+            if params.stream and params.return_progress:
+                task.emit(Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000))
+        sampler.begin(tokens)
+        preserved = getattr(params, "preserved_tokens", None) or ()
+        while True:
+            logits = model.logits()
+            t = int(sampler.sample(logits))
+            sampler.accept(t)
+            now = time_us()
+            stats.n_gen += 1
+            if stats.n_gen == 1:
+                stats.t_prompt_last = now
+            stats.t_gen_last = now
+            piece = tk.token_to_piece(t, t in preserved)
+            probs = task.probs(task, logits, sampler, t) if (params.n_probs > 0 and task.probs) else None
+            if not run.process_token(t, piece, probs):
+                break
+            if task.cancelled.is_set():
+                return
+            worker.new_id()
+            model.decode([t], len(slot.tokens), cache=slot.cache)
+            slot.tokens.append(t)
+            pool.metrics.decoded(1, prompt=False)
+        task.emit(run.final())
+        finished = True
+    except Exception as e:          # a bug: answer llama-server's 500 instead of hanging the client
+        log.exception("generation failed")
+        task.emit(Error(500, str(e) or type(e).__name__, "server_error"))
+    finally:
+        pool.metrics.finished(run, finished)
+        pool.n_processing -= 1
+        slot.last = {"n_prompt_tokens": len(tokens), "stats": stats, "params": params, "run": run}
+        slot.processing = False
+        slot.t_last_used = time_us()
+
+
+class Worker:
+    """The one thread that runs tasks (completions and slot actions) in arrival order."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.queue: queue.Queue = queue.Queue()
+        self.n_deferred = 0
+        self._next_id = 0
+        self._id_lock = threading.Lock()
+        self.thread = threading.Thread(target=self._loop, name="bankml-worker", daemon=True)
+        self.thread.start()
+
+    def new_id(self) -> int:
+        with self._id_lock:
+            i = self._next_id
+            self._next_id += 1
+            return i
+
+    def submit(self, fn, *args) -> None:
+        self.queue.put((fn, args))
+
+    def submit_completion(self, task: CompletionTask) -> None:
+        """Queue a task; its id is taken now, as llama-server numbers tasks when the HTTP thread posts them (the
+        counter also advances once per update_slots iteration and per /slots, /metrics or slot action)."""
+        task.id = self.new_id()
+        self.submit(run_completion, self.ctx, task)
+
+    def call(self, fn, *args):
+        """Run fn(*args) on the worker (after the tasks before it) and return its result (blocking)."""
+        done = threading.Event()
+        box = {}
+
+        def job():
+            try:
+                box["v"] = fn(*args)
+            except BaseException as e:  # handed back to the caller
+                box["e"] = e
+            finally:
+                done.set()
+        self.submit(job)
+        done.wait()
+        if "e" in box:
+            raise box["e"]
+        return box["v"]
+
+    def _loop(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("worker task failed")
+
+    def stop(self) -> None:
+        self.queue.put(None)
+        self.thread.join(timeout=10)

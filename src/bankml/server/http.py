@@ -1,0 +1,156 @@
+"""llama-server's HTTP surface that every route shares (tools/server/server-http.cpp, server-common.cpp).
+
+- `json_response(obj, status)`: the body as llama-server writes it: compact, keys in insertion order
+  (nlohmann::ordered_json), raw UTF-8, invalid UTF-8 replaced by U+FFFD (`safe_json_to_str` / dump_safe), doubles in
+  nlohmann's shortest round-trip form (bankml.nljson.dump); `Content-Type: application/json; charset=utf-8`.
+- `error_response(message, type, status)`: `format_error_response` ({"error": {"code", "message", "type"}}), and
+  the router's own errors (`router_error`: key order message, type, code: 404 File Not Found, 401, 503).
+- `LlamaHTTP`: the ASGI middleware of cpp-httplib + llama-server's pre-routing handler: `Server: llama.cpp`,
+  CORS (`--cors-origins` / credentials / methods / headers; OPTIONS answered at once), the API key check (public
+  paths /health and /v1/health), 413 (empty body) past 100 MiB, `Connection: close` on status >= 400 and
+  `Keep-Alive: timeout=5, max=100` otherwise.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from starlette.responses import Response
+
+from .. import nljson
+
+#: cpp-httplib's CPPHTTPLIB_PAYLOAD_MAX_LENGTH as llama-server builds it
+PAYLOAD_MAX = 100 * 1024 * 1024
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+               404: "not_found_error", 500: "server_error", 501: "not_supported_error",
+               503: "unavailable_error"}
+
+PUBLIC_PATHS = frozenset({"/health", "/v1/health"})
+
+JSON_TYPE = "application/json; charset=utf-8"
+
+
+def safe_text(s: str) -> str:
+    """dump_safe on one string: bytes that are not UTF-8 (kept as surrogates) become U+FFFD."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape" if _escapable(s) else "surrogatepass").decode("utf-8", "replace")
+
+
+def _escapable(s: str) -> bool:
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in s)
+
+
+def dumps(obj) -> bytes:
+    """The JSON text of a body (compact, ordered, raw UTF-8, dump_safe)."""
+    text = nljson.dump(obj)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return safe_text(text).encode("utf-8")
+
+
+def json_response(obj, status: int = 200, headers: dict | None = None) -> Response:
+    return Response(dumps(obj), status_code=status, media_type=JSON_TYPE, headers=headers)
+
+
+def error_body(message: str, status: int = 500, etype: str | None = None, **extra) -> dict:
+    err = {"code": status, "message": message, "type": etype or ERROR_TYPES.get(status, "server_error")}
+    err.update(extra)
+    return {"error": err}
+
+
+def error_response(message: str, status: int = 500, etype: str | None = None, **extra) -> Response:
+    return json_response(error_body(message, status, etype, **extra), status)
+
+
+def router_error(message: str, etype: str, status: int) -> bytes:
+    # the middleware's own errors keep the key order message, type, code
+    return dumps({"error": {"message": message, "type": etype, "code": status}})
+
+
+NOT_FOUND = router_error("File Not Found", "not_found_error", 404)
+INVALID_KEY = router_error("Invalid API Key", "authentication_error", 401)
+LOADING = router_error("Loading model", "unavailable_error", 503)
+
+
+def origin_is_localhost(origin: str) -> bool:
+    """llama-server's origin_is_localhost: scheme://host[:port] with host localhost, 127.0.0.1 or [::1]."""
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return host in ("localhost", "127.0.0.1", "::1")
+
+
+class LlamaHTTP:
+    """ASGI middleware: llama-server's pre-routing handler and cpp-httplib's default headers (see module doc).
+    `cfg` is the ServerConfig; `ready()` says whether the model is loaded (503 "Loading model" before)."""
+
+    def __init__(self, app, cfg, ready=lambda: True):
+        self.app = app
+        self.cfg = cfg
+        self.ready = ready
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        extra: list[tuple[bytes, bytes]] = [(b"server", b"llama.cpp")]
+        cfg = self.cfg
+        origin = headers.get("origin", "")
+        if cfg.cors_credentials and cfg.cors_origins == "*":
+            extra.append((b"access-control-allow-origin", origin.encode("latin-1")))
+        elif cfg.cors_origins == "localhost":
+            if origin and origin_is_localhost(origin):
+                extra.append((b"access-control-allow-origin", origin.encode("latin-1")))
+        else:
+            extra.append((b"access-control-allow-origin", cfg.cors_origins.encode("latin-1")))
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                hs = [(k, v) for k, v in message.get("headers", []) if k.lower() not in (b"server",)]
+                hs = extra + hs
+                if message["status"] >= 400:
+                    hs.append((b"connection", b"close"))
+                else:
+                    hs.append((b"keep-alive", b"timeout=5, max=100"))
+                message = dict(message, headers=hs)
+            await send(message)
+
+        async def answer(status: int, body: bytes, ctype: str | None, more=()):
+            hs = ([(b"content-type", ctype.encode())] if ctype else []) + [
+                (b"content-length", str(len(body)).encode())] + list(more)
+            await send_with_headers({"type": "http.response.start", "status": status, "headers": hs})
+            await send_with_headers({"type": "http.response.body", "body": body})
+
+        if scope["method"] == "OPTIONS":
+            await answer(200, b"", "text/html", [
+                (b"access-control-allow-credentials", b"true" if cfg.cors_credentials else b"false"),
+                (b"access-control-allow-methods", cfg.cors_methods.encode("latin-1")),
+                (b"access-control-allow-headers", cfg.cors_headers.encode("latin-1"))])
+            return
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > PAYLOAD_MAX:
+            await answer(413, b"", None)          # cpp-httplib: no body, no Content-Type
+            return
+        if not self.ready():
+            await answer(503, LOADING, JSON_TYPE)
+            return
+        if cfg.api_keys and scope["path"] not in PUBLIC_PATHS:
+            key = headers.get("authorization", "") or headers.get("x-api-key", "")
+            if key.startswith("Bearer "):
+                key = key[len("Bearer "):]
+            if key not in cfg.api_keys:
+                await answer(401, INVALID_KEY, JSON_TYPE)
+                return
+        await self.app(scope, receive, send_with_headers)
+
+
+async def not_found(request, exc=None) -> Response:
+    """Unknown paths and wrong methods: cpp-httplib's 404 with llama-server's body."""
+    return Response(NOT_FOUND, status_code=404, media_type=JSON_TYPE)

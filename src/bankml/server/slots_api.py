@@ -1,0 +1,258 @@
+"""GET /slots, POST /slots/{id_slot}?action=save|restore|erase, GET /metrics (server-context.cpp get_slots,
+post_slots, get_metrics; server-task.cpp to_metrics).
+
+Slot actions run on the worker thread after the tasks before them (llama-server posts them as tasks). A save file
+holds the slot's tokens and its KV cells in bankml's own layout (magic "BKSL"; llama-server's files are not read),
+padded to the size llama-server's file would have, so `n_written` / `n_read` are llama-server's numbers.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .. import nljson
+from .http import error_response, json_response
+
+_MAGIC = b"BKSL"
+
+
+def slot_json(ctx, slot) -> dict:
+    """server_slot::to_json(only_metrics = true)."""
+    body = {"id": slot.id, "n_ctx": slot.n_ctx, "speculative": False, "is_processing": slot.processing}
+    if slot.last is not None or slot.processing:
+        last = slot.last or {}
+        run = last.get("run")
+        st = run.stats if (slot.processing and run is not None) else None
+        body["id_task"] = slot.id_task
+        body["n_prompt_tokens"] = len(slot.tokens)
+        body["n_prompt_tokens_processed"] = st.n_prompt_processed if st else 0
+        body["n_prompt_tokens_cache"] = st.n_prompt_cached if st else 0
+        params = last.get("params")
+        body["params"] = params.to_json(True) if params is not None else {}
+        if slot.processing and run is not None:
+            nt = {"has_next_token": run.has_next, "has_new_line": run.has_new_line,
+                  "n_remain": -1 if run.n_predict_max == -1 else run.n_predict_max - st.n_gen,
+                  "n_decoded": st.n_gen}
+        else:
+            nt = {"has_next_token": False, "has_new_line": False, "n_remain": -1, "n_decoded": 0}
+        body["next_token"] = [nt]
+    return body
+
+
+async def get_slots(request: Request) -> Response:
+    ctx = request.app.state.ctx
+    if not ctx.cfg.endpoint_slots:
+        return error_response("This server does not support slots endpoint. Start it with `--slots`", 501)
+    ctx.worker.new_id()                 # SERVER_TASK_TYPE_SLOT_GET
+    slots = ctx.slots.slots
+    data = [slot_json(ctx, s) for s in slots]
+    if request.query_params.get("fail_on_no_slot"):
+        if all(s.processing for s in slots):
+            return error_response("no slot available", 503)
+    return json_response(data)
+
+
+# --- slot actions ---------------------------------------------------------------------------------------------
+
+def validate_filename(name: str) -> bool:
+    """fs_validate_filename (common.cpp)."""
+    try:
+        raw = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    if not name or len(raw) > 255:
+        return False
+    for ch in name:
+        c = ord(ch)
+        if c <= 0x1F or c == 0x7F or 0x80 <= c <= 0x9F:
+            return False
+        if c in (0xFF0E, 0x2215, 0x2216, 0xFFFD, 0xFEFF) or 0xD800 <= c <= 0xDFFF:
+            return False
+        if ch in '/\\:*?"<>|':
+            return False
+    if name[0] == " " or name[-1] == " " or name[-1] == ".":
+        return False
+    if ".." in name or name == ".":
+        return False
+    return True
+
+
+def _meta_bytes(ctx, n: int) -> int:
+    """The bytes llama_state_seq_save_file spends beyond its header, the tokens and the K/V rows (stream and cell
+    counts, per-cell positions and sequence ids, per-layer type and row-size fields), so that bankml's files have
+    llama-server's sizes (n_written / n_read): 24, plus 8 + 24 n_layer + 12 n when the slot holds n > 0 cells."""
+    return 24 + (8 + 24 * ctx.model.hparams.n_layer + 12 * n if n > 0 else 0)
+
+
+def _save(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
+    slot = ctx.slots.by_id(slot_id_raw)
+    t0 = time.perf_counter()
+    state = slot.cache.save()
+    n = len(slot.tokens)
+    data = (_MAGIC + struct.pack("<II", 1, n) + struct.pack(f"<{n}i", *slot.tokens)
+            + bytes(_meta_bytes(ctx, n)) + state)
+    with open(path, "wb") as f:
+        f.write(data)
+    return {"id_slot": slot_id_raw, "filename": filename, "n_saved": len(slot.tokens), "n_written": len(data),
+            "timings": {"save_ms": (time.perf_counter() - t0) * 1000}}
+
+
+class _RestoreError(Exception):
+    pass
+
+
+def _restore(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
+    slot = ctx.slots.by_id(slot_id_raw)
+    t0 = time.perf_counter()
+    try:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            raise _RestoreError("No available space in KV cache or invalid slot save file") from None
+        if len(data) < 12 or data[:4] != _MAGIC:
+            raise _RestoreError("No available space in KV cache or invalid slot save file")
+        _, n = struct.unpack_from("<II", data, 4)
+        if len(data) < 12 + 4 * n:
+            raise _RestoreError("No available space in KV cache or invalid slot save file")
+        tokens = list(struct.unpack_from(f"<{n}i", data, 12))
+        state = data[12 + 4 * n + _meta_bytes(ctx, n):]
+        if n > slot.n_ctx:
+            raise _RestoreError("Restored prompt does not fit in the slot context")
+        if any(not 0 <= t < ctx.tokenizer.n_vocab for t in tokens):
+            raise _RestoreError("Invalid tokens in slot save file")
+        try:
+            slot.cache.restore(state)
+        except Exception:
+            raise _RestoreError("No available space in KV cache or invalid slot save file") from None
+        if slot.cache.n_past != n:
+            raise _RestoreError("No available space in KV cache or invalid slot save file")
+        slot.tokens = tokens
+    except _RestoreError:
+        slot.clear()
+        raise
+    return {"id_slot": slot_id_raw, "filename": filename, "n_restored": len(tokens), "n_read": len(data),
+            "timings": {"restore_ms": (time.perf_counter() - t0) * 1000}}
+
+
+def _erase(ctx, slot_id_raw: int) -> dict:
+    slot = ctx.slots.by_id(slot_id_raw)
+    n = len(slot.tokens)
+    slot.clear()
+    return {"id_slot": slot_id_raw, "n_erased": n}
+
+
+def _stoi(s: str) -> int:
+    """std::stoi: leading whitespace, sign, digits; anything after them ignored."""
+    t = s.lstrip(" \t\n\r\f\v")
+    i = 0
+    if i < len(t) and t[i] in "+-":
+        i += 1
+    j = i
+    while j < len(t) and t[j].isdigit() and t[j].isascii():
+        j += 1
+    if j == i:
+        raise ValueError(s)
+    v = int(t[:j])
+    if not -(1 << 31) <= v < (1 << 31):
+        raise ValueError(s)
+    return v
+
+
+async def post_slot(request: Request) -> Response:
+    ctx = request.app.state.ctx
+    if not ctx.cfg.slot_save_path:
+        return error_response("This server does not support slots action. Start it with `--slot-save-path`", 501)
+    try:
+        id_slot = _stoi(request.path_params["id_slot"])
+    except ValueError:
+        return error_response("Invalid slot ID", 400)
+    action = request.query_params.get("action", "")
+    worker = ctx.worker
+    if action in ("save", "restore"):
+        raw = await request.body()
+        try:
+            body = nljson.loads(raw)
+            filename = nljson.get_str(nljson.at(body, "filename"))
+        except nljson.NLError as e:
+            return error_response(str(e), 500)
+        if not validate_filename(filename):
+            return error_response("Invalid filename", 400)
+        path = ctx.cfg.slot_save_path + filename
+        worker.new_id()
+        if action == "save":
+            return json_response(await _on_worker(worker, _save, ctx, id_slot, filename, path))
+        try:
+            return json_response(await _on_worker(worker, _restore, ctx, id_slot, filename, path))
+        except _RestoreError as e:
+            return error_response("Unable to restore slot: " + str(e), 400)
+    if action == "erase":
+        worker.new_id()
+        return json_response(await _on_worker(worker, _erase, ctx, id_slot))
+    return error_response("Invalid action", 400)
+
+
+async def _on_worker(worker, fn, *args):
+    from starlette.concurrency import run_in_threadpool
+    return await run_in_threadpool(worker.call, fn, *args)
+
+
+# --- /metrics -------------------------------------------------------------------------------------------------
+
+def _num(v: float) -> str:
+    """A double as a C++ ostream prints it by default (%g with 6 significant digits)."""
+    return "%g" % v
+
+
+def metrics_text(ctx) -> str:
+    pool = ctx.slots
+    m = pool.metrics
+    counters = [
+        ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", m.prompt.count),
+        ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", m.n_prompt_cached),
+        ("prompt_seconds_total", "Total time spent processing prompts", m.prompt.time / 1e6),
+        ("tokens_predicted_total", "Number of generation tokens processed", m.predict.count),
+        ("tokens_predicted_seconds_total", "Total time spent generating tokens", m.predict.time / 1e6),
+        ("n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and multimodal "
+                           "decoding", m.n_decode),
+        ("n_tokens_max", "Largest observed sequence length (prompt + generation)", m.n_tokens_max),
+        ("spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0),
+        ("spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", 0),
+        ("spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", 0),
+    ]
+    gauges = [
+        ("prompt_tokens_seconds", "Average prompt throughput in tokens/s", m.prompt_bucket.per_second()),
+        ("predicted_tokens_seconds", "Average generation throughput in tokens/s", m.predict_bucket.per_second()),
+        ("requests_processing", "Number of requests processing", pool.n_processing),
+        ("requests_deferred", "Number of requests deferred", 0),
+        ("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+         m.n_busy_slots / max(float(m.n_decode), 1.0)),
+    ]
+    out = []
+    for kind, items in (("counter", counters), ("gauge", gauges)):
+        for name, desc, v in items:
+            out.append(f"# HELP llamacpp:{name} {desc}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {_num(v)}\n")
+    return "".join(out)
+
+
+async def get_metrics(request: Request) -> Response:
+    ctx = request.app.state.ctx
+    if not ctx.cfg.endpoint_metrics:
+        return error_response("This server does not support metrics endpoint. Start it with `--metrics`", 501)
+    ctx.worker.new_id()                 # SERVER_TASK_TYPE_METRICS
+    text = metrics_text(ctx)
+    ctx.slots.metrics.reset_bucket()
+    return Response(text.encode(), headers={"Content-Type": "text/plain; version=0.0.4",
+                                            "Process-Start-Time-Unix": str(ctx.slots.metrics.t_start)})
+
+
+routes = [
+    Route("/slots", get_slots, methods=["GET"]),
+    Route("/slots/{id_slot}", post_slot, methods=["POST"]),
+    Route("/metrics", get_metrics, methods=["GET"]),
+]

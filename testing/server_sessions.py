@@ -1,0 +1,381 @@
+"""The sessions testing/record_server.py plays against llama-server b11192 (and tests/test_server_sessions.py
+replays against bankml-serve from the records).
+
+A session is a fresh server started with `flags` and a list of steps, sent in order. A step is a request dict
+(method, path, body | raw | raw_hex | fill, headers) or a function of the answers so far returning one, so that
+a conversation can carry on from what the model answered (the record keeps the request as sent).
+
+Everything is greedy (temperature 0) or seeded, and short (at most 64 tokens), so replays stay fast.
+"""
+
+from __future__ import annotations
+
+# flags: "$MODEL" is the model file, "$SLOTS" a fresh empty directory (tests/server_replay.server_argv)
+DEFAULT = ["-m", "$MODEL", "-t", "2", "-c", "4096", "-np", "1", "--jinja", "--reasoning", "off", "--no-webui"]
+
+
+def flags(*extra: str, ctx: str = "4096", np: str = "1") -> list[str]:
+    f = list(DEFAULT)
+    f[f.index("-c") + 1] = ctx
+    f[f.index("-np") + 1] = np
+    return f + list(extra)
+
+
+def post(path: str, body, **kw) -> dict:
+    # body None: no JSON body (a step then gives `raw`, `raw_hex` or `fill`, or sends nothing)
+    return {"method": "POST", "path": path, **({} if body is None else {"body": body}), **kw}
+
+
+def get(path: str, **kw) -> dict:
+    return {"method": "GET", "path": path, **kw}
+
+
+def _body(base: dict, kw: dict) -> dict:
+    # a keyword given as None leaves the field out (the server's default applies)
+    base.update(kw)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def chat(messages, **kw) -> dict:
+    return post("/v1/chat/completions", _body({"messages": messages, "temperature": 0, "max_tokens": 40}, kw))
+
+
+def completion(prompt, **kw) -> dict:
+    return post("/completion", _body({"prompt": prompt, "temperature": 0, "n_predict": 32}, kw))
+
+
+def v1_completion(prompt, **kw) -> dict:
+    return post("/v1/completions", _body({"prompt": prompt, "temperature": 0, "max_tokens": 32}, kw))
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def system(text: str) -> dict:
+    return {"role": "system", "content": text}
+
+
+def assistant(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
+def reply(answer: dict) -> str:
+    """The assistant text of a recorded chat answer (a JSON body or a stream's deltas)."""
+    if "json" in answer:
+        return answer["json"]["choices"][0]["message"]["content"]
+    text = ""
+    for ev in answer.get("sse", []):
+        d = ev.get("data")
+        if isinstance(d, dict):
+            for ch in d.get("choices", []):
+                text += (ch.get("delta") or {}).get("content") or ""
+    return text
+
+
+def turns(questions: list[str], stream=False, sys_text: str | None = None, at: int = 0, **kw) -> list:
+    """A conversation whose steps start at step `at` of the session: each question asked with the model's
+    earlier answers in the history."""
+    steps = []
+    for i, q in enumerate(questions):
+        def step(prev, i=i, q=q, n0=at):
+            msgs = [system(sys_text)] if sys_text else []
+            for j in range(i):
+                msgs += [user(questions[j]), assistant(reply(prev[n0 + j]))]
+            return chat(msgs + [user(q)], stream=stream, **kw)
+        steps.append(step)
+    return steps
+
+
+DOC = ("The Rhine is a river that begins in the Swiss canton of Graubunden in the southeastern Swiss Alps. "
+       "It forms part of the Swiss-Liechtenstein, Swiss-Austrian and Swiss-German borders, and then flows "
+       "through the Rhineland and the Netherlands, emptying into the North Sea. It is the second-longest river "
+       "in Central and Western Europe, after the Danube, at about 1,230 km. ") * 6
+
+Q = ["What is the capital of France?", "And of Italy?", "Which of the two is bigger?", "Thanks. One word: color of the sky?"]
+
+
+def sessions() -> list[dict]:
+    s = []
+
+    def add(name, steps, f=None, note=""):
+        s.append({"name": name, "flags": f or flags(), "note": note, "steps": steps})
+
+    add("multi_turn_plain", turns(Q[:3]), note="three turns, each with the answers so far")
+    add("multi_turn_stream", turns(Q[:3], stream=True), note="the same as streams")
+    add("multi_turn_stream_usage", turns(Q[:3], stream=True, stream_options={"include_usage": True}))
+    add("multi_turn_system", turns(["Who are you?", "Say hello in French.", "And in German?"],
+                                   sys_text="You are a terse assistant. Answer in one sentence."))
+
+    def edited(prev):
+        return chat([user("What is the capital of Spain?"), assistant(reply(prev[0])), user(Q[1])])
+    add("edited_history", turns(Q[:2]) + [edited, lambda prev: chat([user(Q[0]), assistant("Paris."), user(Q[1])])],
+        note="the first question edited, then the first answer edited")
+
+    add("regenerate", [chat([user(Q[0])]), chat([user(Q[0])]), chat([user(Q[0])], stream=True),
+                       chat([user(Q[0])], temperature=0.8, seed=7), chat([user(Q[0])], temperature=0.8, seed=7),
+                       chat([user(Q[0])], temperature=0.8, seed=8)],
+        note="the same prompt again: whole prompt cached, last token recomputed; seeded regenerations")
+
+    a = turns(Q[:2])
+    b = turns(["Write a haiku about rain.", "Now one about snow."])
+    add("two_conversations", [a[0], b[0], lambda prev: a[1]([prev[0]]), lambda prev: b[1]([prev[1]])],
+        note="conversations A and B interleaved (the RAM prompt cache brings A back)")
+    add("new_conversation_between", turns(Q[:2]) + [chat([user("Count from 1 to 5.")])] +
+        [lambda prev: chat([user(Q[0]), assistant(reply(prev[0])), user(Q[1]), assistant(reply(prev[1])),
+                            user(Q[2])])])
+
+    add("stop_strings", [chat([user("List three fruits, one per line.")], stop=["\n"]),
+                         chat([user("List three fruits, one per line.")], stop="an"),
+                         chat([user("List three fruits, one per line.")], stop=["zzz", "."], stream=True),
+                         chat([user(Q[0])], stop=["Paris"]), chat([user(Q[0])], stop=["Par"], stream=True),
+                         chat([user(Q[0])], stop=[""])],
+        note="stop strings as a list, a string, partial matches held back in streams, an empty stop")
+    add("max_tokens_limit", [chat([user("Tell me a long story about a dragon.")], max_tokens=5),
+                             chat([user("Tell me a long story about a dragon.")], max_tokens=7, stream=True),
+                             chat([user("Tell me a long story about a dragon.")], max_completion_tokens=3),
+                             chat([user("Tell me a long story about a dragon.")], n_predict=2, stream=True,
+                                  stream_options={"include_usage": True}),
+                             chat([user(Q[0])], max_tokens=0)])
+    add("completion_prompts", [completion("The capital of France is"),
+                               completion("The capital of France is", return_tokens=True),
+                               completion([504, 3575, 282, 4649, 314], return_tokens=True),
+                               completion(["The capital of", 4649, " is"], n_predict=8),
+                               completion({"prompt_string": "Once upon a time"}, n_predict=12),
+                               completion("Once upon a time", stream=True, n_predict=10),
+                               completion("Once upon a time", n_predict=0),
+                               completion("", n_predict=4)])
+    add("completion_array", [completion(["One, two,", "Red, green,"], n_predict=6),
+                             completion("One, two,", n_predict=6, response_fields=["content", "tokens_cached",
+                                                                                  "generation_settings/n_predict"]),
+                             completion("One, two,", n_predict=6, cache_prompt=False)])
+    add("v1_completions", [v1_completion("The quick brown fox"), v1_completion("The quick brown fox", stream=True),
+                           v1_completion("The quick brown fox", logprobs=3, max_tokens=6),
+                           v1_completion(["Hello", "Goodbye"], max_tokens=5), v1_completion("Hi", echo=True,
+                                                                                            max_tokens=4)])
+    add("chat_logprobs", [chat([user(Q[0])], logprobs=True, top_logprobs=3, max_tokens=8),
+                          chat([user(Q[0])], logprobs=True, max_tokens=4),
+                          chat([user(Q[0])], logprobs=True, top_logprobs=2, max_tokens=6, stream=True),
+                          chat([user(Q[0])], logprobs=True, top_logprobs=0, max_tokens=4),
+                          chat([user("Say 'ok ok ok'")], logprobs=True, top_logprobs=2, stop=["ok"], max_tokens=8)])
+    add("completion_probs", [completion("The capital of France is", n_probs=3, n_predict=6),
+                             completion("The capital of France is", n_probs=3, n_predict=6,
+                                        post_sampling_probs=True),
+                             completion("The capital of France is", n_probs=2, n_predict=5, temperature=0.7, seed=3,
+                                        post_sampling_probs=True),
+                             completion("The capital of France is", n_probs=2, n_predict=4, stream=True)])
+    add("seeded_sampling", [chat([user("Write a short poem.")], temperature=0.9, seed=1, max_tokens=32),
+                            chat([user("Write a short poem.")], temperature=0.9, seed=2, max_tokens=32),
+                            chat([user("Write a short poem.")], temperature=1.2, seed=1, top_k=10, top_p=0.8,
+                                 max_tokens=32),
+                            chat([user("Write a short poem.")], temperature=0.7, seed=5, min_p=0.1, stream=True,
+                                 max_tokens=32),
+                            completion("A list of animals:", temperature=1.0, seed=11, n_predict=24),
+                            completion("A list of animals:", temperature=1.0, seed=11, n_predict=24, top_k=1)])
+    add("penalties_and_bias", [chat([user("Repeat the word cat ten times.")], repeat_penalty=1.3, max_tokens=30),
+                               chat([user("Repeat the word cat ten times.")], frequency_penalty=0.8,
+                                    presence_penalty=0.5, max_tokens=30),
+                               chat([user(Q[0])], logit_bias=[[7042, -100]], max_tokens=12),
+                               completion("The capital of France is", logit_bias=[[" Paris", False]], n_predict=6),
+                               chat([user("Tell a joke.")], temperature=0.8, seed=4, dry_multiplier=0.8,
+                                    max_tokens=30)])
+    add("samplers_and_mirostat", [completion("Numbers:", samplers=["top_k", "temperature"], top_k=5,
+                                             temperature=0.8, seed=9, n_predict=16),
+                                  completion("Numbers:", samplers="kt", top_k=5, temperature=0.8, seed=9,
+                                             n_predict=16),
+                                  completion("Numbers:", mirostat=2, temperature=0.8, seed=9, n_predict=16),
+                                  completion("Numbers:", mirostat=1, temperature=0.8, seed=9, n_predict=16),
+                                  completion("Numbers:", typical_p=0.9, xtc_probability=0.5, xtc_threshold=0.1,
+                                             temperature=0.8, seed=9, n_predict=16)])
+    add("endpoints_between", [get("/health"), get("/props"), chat([user(Q[0])]),
+                              post("/tokenize", {"content": "Hello world", "with_pieces": True}),
+                              chat([user(Q[0]), assistant("Paris."), user(Q[1])]), get("/v1/models"), get("/models"),
+                              post("/apply-template", {"messages": [user(Q[0])]}),
+                              post("/v1/chat/completions/input_tokens", {"messages": [user(Q[0])]}),
+                              post("/detokenize", {"tokens": [504, 3575]}), get("/slots"),
+                              chat([user(Q[0]), assistant("Paris."), user(Q[1])], stream=True), get("/slots"),
+                              get("/props")])
+    add("cache_prompt_false", turns(Q[:2]) + [lambda prev: turns(Q[:2], cache_prompt=False)[1](prev),
+                                              lambda prev: turns(Q[:2])[1](prev)],
+        note="the same second turn again with cache_prompt false, then true")
+    add("unicode", [chat([user("Écris une phrase en français avec des accents.")], max_tokens=32),
+                    chat([user("Reply with an emoji: 😀 🎉")], max_tokens=16, stream=True),
+                    chat([user("日本語で挨拶してください。")], max_tokens=24, stream=True),
+                    completion("Emoji: 😀😀😀", n_predict=12, stream=True),
+                    completion("Emoji: 😀😀😀", n_predict=12, n_probs=2)])
+    add("long_document", [chat([user(DOC + "\nHow long is the Rhine?")], max_tokens=24),
+                          lambda prev: chat([user(DOC + "\nHow long is the Rhine?"), assistant(reply(prev[0])),
+                                             user("Where does it end?")], max_tokens=24),
+                          chat([user(DOC[:600] + "\nWhere does it begin?")], max_tokens=24, stream=True)],
+        note="a prompt of ~600 tokens: two ubatches; then its prefix")
+    add("assistant_prefill", [chat([user(Q[0]), assistant("The capital of France is")], max_tokens=8),
+                              chat([user(Q[0]), assistant("The capital of France is")], max_tokens=8, stream=True),
+                              chat([user("Count to five."), assistant("1, 2,")], max_tokens=10)])
+    add("ignore_eos", [chat([user(Q[0])], ignore_eos=True, max_tokens=48),
+                       completion("Hi", ignore_eos=True, n_predict=40, stream=True)])
+    add("json_mode", [chat([user("Give me a JSON object with a name and an age.")],
+                           response_format={"type": "json_object"}, max_tokens=40),
+                      chat([user("A person as JSON.")], response_format={
+                          "type": "json_schema", "json_schema": {"schema": {
+                              "type": "object", "properties": {"name": {"type": "string"},
+                                                               "age": {"type": "integer"}},
+                              "required": ["name", "age"]}}}, max_tokens=40, stream=True),
+                      completion("An answer:", grammar='root ::= "yes" | "no"', n_predict=4)])
+    add("progress_and_timings", [chat([user(DOC[:400] + " Summarize.")], stream=True, return_progress=True,
+                                      max_tokens=6),
+                                 completion("Once upon a time", stream=True, timings_per_token=True, n_predict=5),
+                                 completion("Once upon a time there", stream=True, return_progress=True, n_predict=3)])
+
+    # sessions with other server flags
+    add("np2_slots", [chat([user(Q[0])]), chat([user("Write a haiku about rain.")]), get("/slots"),
+                      chat([user(Q[0]), assistant("Paris."), user(Q[1])]),
+                      chat([user("Write a haiku about rain."), assistant("Rain."), user("Another.")]),
+                      get("/slots"), chat([user(Q[0])], id_slot=0), get("/props")],
+        f=flags(np="2"), note="-np 2: the LRU picks the higher slot first, then prompt similarity")
+    add("np2_n_choices", [chat([user("Write a short poem.")], n=2, temperature=0.9, seed=3, max_tokens=20),
+                          chat([user(Q[0])], n=2, max_tokens=10, stream=True),
+                          completion("Hello", n_cmpl=2, n_predict=6, temperature=0.9, seed=5)],
+        f=flags(np="2"))
+    add("ctx256", [completion("word " * 300, n_predict=4),
+                   chat([user("Write a long story about the sea. " * 20)], max_tokens=64),
+                   completion("The sea " * 110, n_predict=64), completion("The sea " * 110, n_predict=64, stream=True),
+                   chat([user("hi " * 300)], stream=True), get("/props")],
+        f=flags(ctx="256"), note="-c 256: prompts over the context (400) and generations stopped by it (length)")
+    add("metrics", [get("/metrics"), chat([user(Q[0])]), completion("Once upon a time", n_predict=8), get("/metrics"),
+                    chat([user(Q[0])], stream=True), get("/metrics")], f=flags("--metrics"))
+    key = {"Authorization": "Bearer sekrit"}
+    add("api_key", [get("/health"), get("/v1/models"), get("/v1/models", headers=key),
+                    {**chat([user(Q[0])]), "headers": key},
+                    {**chat([user(Q[0])]), "headers": {"X-Api-Key": "sekrit"}},
+                    {**chat([user(Q[0])]), "headers": {"Authorization": "sekrit"}},
+                    {**chat([user(Q[0])]), "headers": {"Authorization": "Bearer wrong"}},
+                    get("/nope"), get("/nope", headers=key), {"method": "OPTIONS", "path": "/v1/chat/completions"}],
+        f=flags("--api-key", "sekrit"))
+    add("alias", [get("/v1/models"), get("/props"), chat([user(Q[0])]), chat([user(Q[0])], stream=True),
+                  completion("Hi", n_predict=4), v1_completion("Hi", max_tokens=4)],
+        f=flags("--alias", "my-model"))
+    add("server_defaults", [chat([user("Tell me a story.")], temperature=None, max_tokens=None),
+                            completion("Once upon a time", temperature=None, n_predict=None),
+                            chat([user("Tell me a story.")], temperature=None, max_tokens=None),
+                            post("/v1/chat/completions", None) | {
+                                "raw": '{"messages":[{"role":"user","content":"Hi"}],"temperature":null,'
+                                       '"max_tokens":null,"seed":null}'}],
+        f=flags("--temp", "0.7", "-n", "12", "--seed", "5"),
+        note="--temp, -n and --seed as server defaults (fields left out, or null)")
+    add("small_batches", [completion("The sea " * 40, stream=True, return_progress=True, n_predict=4),
+                          completion("The sea " * 40 + "is blue and", stream=True, return_progress=True,
+                                     n_predict=4)],
+        f=flags("-b", "64", "-ub", "16"), note="-b 64 -ub 16: prompt progress in batches of 64")
+    add("cors", [{**get("/health"), "headers": {"Origin": "http://example.com"}},
+                 {"method": "OPTIONS", "path": "/v1/chat/completions", "headers": {"Origin": "http://a.b"}},
+                 {**chat([user(Q[0])]), "headers": {"Origin": "http://a.b"}}], f=flags())
+    add("no_ram_cache", [a[0], b[0], lambda prev: a[1]([prev[0]]), lambda prev: b[1]([prev[1]])],
+        f=flags("--cache-ram", "0"), note="two interleaved conversations without the RAM prompt cache")
+    S = "/slots/0?action="
+    add("slot_save_restore", [chat([user(Q[0])]), post(S + "save", {"filename": "a.bin"}),
+                              post(S + "erase", {}), get("/slots"),
+                              chat([user(Q[0]), assistant("Paris."), user(Q[1])]),
+                              post(S + "restore", {"filename": "a.bin"}), get("/slots"), chat([user(Q[0])]),
+                              post(S + "save", {"filename": "b.bin"}), post("/slots/5?action=restore",
+                                                                            {"filename": "b.bin"}),
+                              chat([user(Q[0]), assistant("Paris."), user(Q[1])], stream=True)],
+        f=flags("--slot-save-path", "$SLOTS"), note="--slot-save-path (a fresh empty directory): save, erase, "
+                                                     "restore, and the prompt cache after each")
+    # the bodies tests/test_server_openai_client.py makes the `openai` package send (same fields)
+    oa = {"model": "bankml"}
+    add("openai_client", [post("/v1/chat/completions", {"messages": [user(Q[0])], **oa, "max_tokens": 16,
+                                                         "temperature": 0}),
+                          post("/v1/chat/completions", {"messages": [user(Q[0])], **oa, "max_tokens": 16,
+                                                         "stream": True, "temperature": 0}),
+                          post("/v1/chat/completions", {"messages": [user(Q[0])], **oa, "logprobs": True,
+                                                         "max_tokens": 6, "temperature": 0, "top_logprobs": 2}),
+                          post("/v1/chat/completions", {"messages": [user(Q[0])], **oa, "max_tokens": 8,
+                                                         "n": 2, "temperature": 0}),
+                          post("/v1/completions", {**oa, "prompt": "The capital of France is", "max_tokens": 8,
+                                                   "temperature": 0})],
+        note="requests as the openai package sends them")
+    return s
+
+
+def bad_requests() -> list[dict]:
+    """Groups of requests llama-server refuses, each group on one fresh server: {flags, requests}."""
+    C = "/v1/chat/completions"
+    hi = [user("hi")]
+    chat_bad = [
+        post(C, None) | {"raw": "{b"}, post(C, None) | {"raw": ""}, post(C, None) | {"raw": '{"messages": [}'},
+        post(C, None) | {"raw": '{"messages": []} x'}, post(C, None) | {"raw_hex": "7b226d657373616765"},
+        post(C, None) | {"raw": "[1, 2]"}, post(C, None) | {"raw": "null"},
+        post(C, {}), post(C, {"messages": "hi"}), post(C, {"messages": {"role": "user"}}),
+        post(C, {"messages": ["hi"]}), post(C, {"messages": [{"role": "user"}]}),
+        post(C, {"messages": [{"role": "user", "content": 5}]}),
+        post(C, {"messages": [{"role": "user", "content": [{"type": "audio"}]}]}),
+        post(C, {"messages": [{"role": "user", "content": [{"type": "image_url",
+                                                             "image_url": {"url": "data:image/png;base64,AA"}}]}]}),
+        post(C, {"messages": [{"content": "hi"}]}), post(C, {"messages": [{"role": 5, "content": "hi"}]}),
+        post(C, {"messages": [user("hi"), {"role": "assistant"}]}),
+        post(C, {"messages": hi, "temperature": "hot"}), post(C, {"messages": hi, "top_k": "5"}),
+        post(C, {"messages": hi, "max_tokens": "5"}), post(C, {"messages": hi, "n_predict": -2}),
+        post(C, {"messages": hi, "n": 2}), post(C, {"messages": hi, "top_logprobs": 2}),
+        post(C, {"messages": hi, "response_format": {"type": "xml"}}),
+        post(C, {"messages": hi, "response_format": {"type": "json_schema",
+                                                     "json_schema": {"schema": {"type": "nonsense"}}}}),
+        post(C, {"messages": hi, "json_schema": {"type": "object"}, "grammar": "root ::= \"a\""}),
+        post(C, {"messages": hi, "grammar": "root ::= nope"}),
+        post(C, {"messages": hi, "repeat_penalty": 0}),
+        post(C, {"messages": hi, "dry_sequence_breakers": []}),
+        post(C, {"messages": hi, "stop": [1]}),
+        post(C, {"messages": hi, "reasoning_format": "bogus"}),
+        post(C, {"messages": hi, "samplers": [1]}),
+        post(C, {"messages": hi, "repeat_last_n": -5}),
+        post(C, {"messages": hi, "adaptive_decay": 1.5}),
+        post(C, {"messages": hi, "seed": "x"}),
+        post(C, {"messages": hi, "logit_bias": "x", "max_tokens": 1, "temperature": 0}),
+        post(C, {"messages": hi, "lora": "x"}),
+        post(C, {"messages": hi, "chat_template_kwargs": {"enable_thinking": "yes"}}),
+        post(C, {"messages": [user("a"), assistant("b"), assistant("c")]}),
+        post(C, {"messages": hi, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                 "stream": True, "logprobs": True}),
+        post(C, {"messages": hi, "stream": "yes"}),
+        post(C, {"messages": hi, "dry_allowed_length": -1}),
+        post(C, {"messages": hi, "n_probs": "3"}),
+    ]
+    completion_bad = [
+        post("/completion", {}), post("/completion", {"prompt": []}), post("/completion", {"prompt": 5}),
+        post("/completion", {"prompt": {}}), post("/completion", {"prompt": [999999]}),
+        post("/completion", {"prompt": "hi", "json_schema": {"type": "nonsense"}}),
+        post("/completion", {"prompt": "hi", "n_predict": "5"}),
+        post("/completion", {"prompt": "hi", "grammar": "root ::= ("}),
+        post("/completion", {"prompt": [-1]}), post("/completion", None) | {"raw": "{\"prompt\": \"a\""},
+        post("/v1/completions", {}), post("/v1/completions", {"prompt": "hi", "n_predict": -3}),
+        post("/completions", {"prompt": []}),
+    ]
+    routes_bad = [
+        get("/nope"), post("/v1/nope", {}), get(C), get("/completion"), {"method": "DELETE", "path": "/completion"},
+        post("/health", {}), {"method": "PUT", "path": "/v1/chat/completions", "body": {"messages": hi}},
+        get("/metrics"), post("/props", {}), post("/slots/0?action=save", {"filename": "a.bin"}),
+        post("/infill", {"input_prefix": "a", "input_suffix": "b"}), post("/embeddings", {"content": "hi"}),
+        post("/detokenize", {"tokens": [99999999]}), post("/tokenize", {"content": 5}),
+        post("/apply-template", {"messages": "x"}),
+        post(C, None) | {"fill": {"prefix": '{"messages":[{"role":"user","content":"', "byte": "a",
+                                  "size": 100 * 1024 * 1024 + 1, "suffix": '"}]}'}},
+    ]
+    return [
+        {"name": "chat", "flags": flags(), "requests": chat_bad},
+        {"name": "completion", "flags": flags(), "requests": completion_bad},
+        {"name": "routes", "flags": flags(), "requests": routes_bad},
+        {"name": "ctx256", "flags": flags(ctx="256"), "requests": [
+            post(C, {"messages": [user("hi " * 300)]}), post(C, {"messages": [user("hi " * 300)], "stream": True}),
+            post("/completion", {"prompt": "word " * 300}), post("/completion", {"prompt": list(range(1, 257))}),
+            post("/completion", {"prompt": list(range(1, 256)), "n_predict": 1, "temperature": 0}),
+            post("/v1/completions", {"prompt": "word " * 300, "stream": True})]},
+        {"name": "slot_actions", "flags": flags("--slot-save-path", "$SLOTS"), "requests": [
+            post("/slots/x?action=save", {"filename": "a.bin"}), post("/slots/0?action=fly", {"filename": "a.bin"}),
+            post("/slots/0?action=save", {}), post("/slots/0?action=save", {"filename": "../a.bin"}),
+            post("/slots/0?action=save", {"filename": ""}), post("/slots/0?action=restore", {"filename": "no.bin"}),
+            post("/slots/0", {"filename": "a.bin"}), post("/slots/0?action=restore", {})]},
+        {"name": "no_slots", "flags": flags("--no-slots"), "requests": [get("/slots")]},
+        {"name": "api_key", "flags": flags("--api-key", "k1,k2"), "requests": [
+            get("/v1/models"), post(C, {"messages": hi}), post(C, {"messages": hi}, headers={"Authorization": "Bearer k3"}),
+            post(C, {"messages": hi}, headers={"X-Api-Key": "nope"}), get("/props", headers={"Authorization": "Bearer "}),
+            get("/nope"), get("/slots"), get("/metrics"), post("/completion", {"prompt": "hi"})]},
+    ]

@@ -1,0 +1,357 @@
+"""Sessions of HTTP requests recorded from llama-server b11192 (tests/oracle/server/, recorded by
+testing/record_server.py), and their replay against a fresh bankml-serve.
+
+One module for both sides, so the recorder and the replay send the same bytes and read the answers the same
+way:
+
+- `send(port, request)` sends one recorded request over a new loopback connection and returns its answer
+  (status, headers, body bytes); `answer_record(...)` turns that into the record's form: the body as JSON, as
+  an SSE event list, or as text.
+- `normalize(answer, model)` blanks the values that differ from run to run (created, id, system_fingerprint,
+  the measured times of timings, /props' media marker, /metrics' rates and times) and writes the model path as
+  `$MODEL`, so that a record made on one machine compares with an answer given on another.
+- `BankmlServe(argv)` starts `bankml-serve` as a subprocess on a free port (real HTTP: headers, streams).
+- `replay(session, model)` sends a session's requests in order to a fresh server and returns the differences.
+
+Comparisons are exact: bodies are compared as JSON text in the order the keys were sent (nlohmann's ordered
+objects), SSE streams event by event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RECORDS = Path(__file__).parent / "oracle" / "server"
+
+# answer headers compared in replays (lower case); the rest (Date, Content-Length, Keep-Alive, Connection,
+# Transfer-Encoding) belong to the HTTP layer and are recorded for reference only
+COMPARED_HEADERS = ("content-type", "server", "access-control-allow-origin", "access-control-allow-credentials",
+                    "access-control-allow-methods", "access-control-allow-headers", "x-accel-buffering")
+NOT_RECORDED_HEADERS = ("date",)
+
+# timings' keys whose values are measured, not counted
+MEASURED = ("prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_ms", "predicted_per_token_ms",
+            "predicted_per_second", "save_ms", "restore_ms", "time_ms")
+# /metrics series whose values are measured times or rates
+METRICS_MEASURED = ("prompt_seconds_total", "tokens_predicted_seconds_total", "prompt_tokens_seconds",
+                    "predicted_tokens_seconds")
+
+
+# ---------------------------------------------------------------- requests
+
+def request_bytes(req: dict) -> bytes | None:
+    """The body a recorded request sends: `body` (JSON, dumped compactly), `raw` (text sent as UTF-8),
+    `raw_hex` (bytes), or `fill` ({prefix, byte, size, suffix}: a body of `size` bytes)."""
+    if "body" in req:
+        return json.dumps(req["body"], ensure_ascii=False, separators=(",", ":")).encode()
+    if "raw" in req:
+        return req["raw"].encode()
+    if "raw_hex" in req:
+        return bytes.fromhex(req["raw_hex"])
+    if "fill" in req:
+        f = req["fill"]
+        pre, suf = f["prefix"].encode(), f["suffix"].encode()
+        return pre + f["byte"].encode() * (f["size"] - len(pre) - len(suf)) + suf
+    return None
+
+
+def send(port: int, req: dict, timeout: float = 300) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One request over a fresh connection (HTTP/1.1, Connection: close); the answer's status, headers and
+    body with chunked transfer decoding undone."""
+    body = request_bytes(req)
+    headers = dict(req.get("headers", {}))
+    if body is not None:
+        headers.setdefault("Content-Type", "application/json")
+        headers["Content-Length"] = str(len(body))
+    head = f"{req['method']} {req['path']} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(head.encode() + (body or b""))
+        except (BrokenPipeError, ConnectionResetError):
+            pass   # the server answered (413) before reading the whole body
+        data = bytearray()
+        while True:
+            try:
+                chunk = s.recv(1 << 16)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    return parse_http(bytes(data))
+
+
+def parse_http(data: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = []
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers.append((k.strip(), v.strip()))
+    if any(k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers):
+        out = bytearray()
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            n = int(size_line.split(b";")[0], 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            rest = rest[n + 2:]
+        rest = bytes(out)
+    return status, headers, rest
+
+
+def ordered_json(text: str | bytes):
+    return json.loads(text)   # dicts keep the order the keys were sent in
+
+
+def dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def sse_events(body: bytes) -> list:
+    """An SSE body as its events: each `data:` payload parsed as JSON when it is JSON (else kept as text),
+    a comment as {"comment": text}, other fields as {field: value}."""
+    events = []
+    for block in body.decode("utf-8", "surrogateescape").split("\n\n"):
+        if not block:
+            continue
+        for line in block.split("\n"):
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "":
+                events.append({"comment": value})
+            elif field == "data":
+                try:
+                    events.append({"data": ordered_json(value)})
+                except ValueError:
+                    events.append({"data": value})
+            else:
+                events.append({field: value})
+    return events
+
+
+def answer_record(status: int, headers: list[tuple[str, str]], body: bytes) -> dict:
+    """The record of one answer: status, headers (lower-case names, Date left out), and the body as `json`,
+    `sse` (event list), `text`, or `hex` when it is not UTF-8."""
+    hdrs = {k.lower(): v for k, v in headers if k.lower() not in NOT_RECORDED_HEADERS}
+    rec = {"status": status, "headers": hdrs}
+    ctype = hdrs.get("content-type", "")
+    if ctype.startswith("text/event-stream"):
+        rec["sse"] = sse_events(body)
+        return rec
+    if ctype.startswith("application/json") and body:
+        try:
+            rec["json"] = ordered_json(body)
+            rec["compact"] = dumps(rec["json"]).encode() == body   # nlohmann's dump() is compact, raw UTF-8
+            return rec
+        except ValueError:
+            pass
+    try:
+        rec["text"] = body.decode()
+    except UnicodeDecodeError:
+        rec["hex"] = body.hex()
+    return rec
+
+
+# ---------------------------------------------------------------- normalization
+
+def _norm_value(key, value, model: str):
+    if key == "created" and isinstance(value, int):
+        return 0
+    if key == "id" and isinstance(value, str) and re.fullmatch(r"(chatcmpl|cmpl)-[0-9A-Za-z]+", value):
+        return value.split("-")[0] + "-<id>"
+    if key == "system_fingerprint" and isinstance(value, str):
+        return "<fingerprint>"
+    if key == "media_marker" and isinstance(value, str):
+        return "<media>"
+    if key in MEASURED and isinstance(value, (int, float)):
+        return 0
+    return _norm(value, model)
+
+
+def _norm(value, model: str):
+    if isinstance(value, dict):
+        return {k: _norm_value(k, v, model) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_norm(v, model) for v in value]
+    return _subst(value, model)
+
+
+def _norm_metrics(text: str) -> str:
+    out = []
+    for line in text.split("\n"):
+        name = line.split(" ")[0].split("{")[0].removeprefix("llamacpp:")
+        if not line.startswith("#") and name in METRICS_MEASURED:
+            line = line.split(" ")[0] + " <measured>"
+        out.append(line)
+    return "\n".join(out)
+
+
+def _subst(value, model: str):
+    if isinstance(value, dict):
+        return {k: _subst(v, model) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_subst(v, model) for v in value]
+    if isinstance(value, str) and model and model in value:
+        return value.replace(model, "$MODEL")
+    return value
+
+
+def substitute_model(answer: dict, model: str) -> dict:
+    """An answer record with the model path written `$MODEL` (what the recorder keeps)."""
+    return _subst(answer, model)
+
+
+def normalize(answer: dict, model: str) -> dict:
+    """A copy of an answer record with the run-dependent values blanked (see the module docstring)."""
+    a = dict(answer)
+    if "json" in a:
+        a["json"] = _norm(a["json"], model)
+    if "sse" in a:
+        a["sse"] = _norm(a["sse"], model)
+    if "text" in a:
+        text = a["text"].replace(model, "$MODEL") if model else a["text"]
+        a["text"] = _norm_metrics(text) if a.get("headers", {}).get("content-type", "").startswith(
+            "text/plain; version=0.0.4") else text
+    return a
+
+
+def _around(got: str, want: str, width: int = 600) -> str:
+    # both texts from a little before their first difference
+    i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    lo = max(0, i - 150)
+    cut = (lambda t: ("..." if lo else "") + t[lo:lo + width] + ("..." if len(t) > lo + width else ""))
+    return f"\n  got  {cut(got)}\n  want {cut(want)}"
+
+
+def differences(want: dict, got: dict) -> list[str]:
+    """What differs between a normalized recorded answer and a normalized replayed one."""
+    diffs = []
+    if want["status"] != got["status"]:
+        diffs.append(f"status {got['status']} != {want['status']}")
+    for h in COMPARED_HEADERS:
+        if want["headers"].get(h) != got["headers"].get(h):
+            diffs.append(f"header {h}: {got['headers'].get(h)!r} != {want['headers'].get(h)!r}")
+    for kind in ("json", "text", "hex"):
+        if kind in want or kind in got:
+            w, g = want.get(kind), got.get(kind)
+            if dumps(w) != dumps(g):
+                diffs.append(f"{kind} body:" + _around(dumps(g), dumps(w)))
+    if "sse" in want or "sse" in got:
+        w, g = want.get("sse") or [], got.get("sse") or []
+        for i in range(max(len(w), len(g))):
+            we = dumps(w[i]) if i < len(w) else "(none)"
+            ge = dumps(g[i]) if i < len(g) else "(none)"
+            if we != ge:
+                diffs.append(f"sse event {i} of {len(w)} (got {len(g)}):" + _around(ge, we))
+                break
+    if "json" in want and want.get("compact") and got.get("compact") is False:
+        diffs.append("body is not compact JSON with raw UTF-8 (nlohmann's dump)")
+    return diffs
+
+
+# ---------------------------------------------------------------- bankml-serve
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+
+
+class BankmlServe:
+    """`bankml-serve` with llama-server flags on a free loopback port, stopped (SIGTERM) on exit."""
+
+    def __init__(self, argv: list[str], port: int | None = None, start_timeout: float = 120):
+        self.port = port or free_port()
+        self.argv = [sys.executable, "-m", "bankml.server.cli"] + argv + ["--host", "127.0.0.1",
+                                                                          "--port", str(self.port)]
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen | None = None
+        self.log = b""
+
+    def __enter__(self) -> "BankmlServe":
+        # the log goes to a file (a pipe nobody reads would block the server once full); the server dies with
+        # the process that started it (PR_SET_PDEATHSIG), so a killed test run leaves no server behind
+        self._logfile = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.argv, stdout=self._logfile, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=_die_with_parent)
+        deadline = time.time() + self.start_timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.log = self.read_log()
+                raise RuntimeError(f"bankml-serve exited with {self.proc.returncode}: {' '.join(self.argv)}\n"
+                                   + self.log.decode(errors="replace")[-3000:])
+            try:
+                status, _, _ = send(self.port, {"method": "GET", "path": "/health"}, timeout=5)
+                if status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError(f"bankml-serve did not answer /health in {self.start_timeout} s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log = self.read_log() if self.proc else b""
+
+    def read_log(self) -> bytes:
+        self._logfile.seek(0)
+        return self._logfile.read()
+
+    def answer(self, req: dict) -> dict:
+        return answer_record(*send(self.port, req))
+
+
+# ---------------------------------------------------------------- records and replay
+
+def load(name: str) -> list[dict]:
+    return json.loads((RECORDS / name).read_text())
+
+
+def server_argv(flags: list[str], model: str) -> list[str]:
+    """The flags a session's server was started with, `$MODEL` replaced by the local model path and `$SLOTS`
+    (--slot-save-path) by a fresh empty directory."""
+    out = []
+    for f in flags:
+        if f == "$SLOTS":
+            f = tempfile.mkdtemp(prefix="bankml-slots-")
+        out.append(model if f == "$MODEL" else f)
+    return out
+
+
+def replay(session: dict, model: str, argv_extra: list[str] | None = None) -> list[str]:
+    """Sends a session's requests in order to a fresh bankml-serve started with the session's flags; returns
+    one line per differing answer (empty when every answer is identical)."""
+    problems = []
+    with BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
+        for i, step in enumerate(session["steps"]):
+            got = normalize(srv.answer(step["request"]), model)
+            want = normalize(step["answer"], "")
+            for d in differences(want, got):
+                problems.append(f"step {i} {step['request']['method']} {step['request']['path']}: {d}")
+    return problems

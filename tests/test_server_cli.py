@@ -1,0 +1,90 @@
+"""bankml-serve as a process: it prints where it listens, answers, frees the slot when a stream's client goes
+away, and stops cleanly on SIGTERM / SIGINT."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def serve(smollm2_path):
+    procs = []
+
+    def start(*flags):
+        port = _free_port()
+        p = subprocess.Popen([sys.executable, "-m", "bankml.server.cli", "-m", str(smollm2_path), "-c", "1024",
+                              "-np", "1", "--port", str(port), *flags],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(p)
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    return p, base
+            except httpx.HTTPError:
+                pass
+            if p.poll() is not None:
+                pytest.fail(p.stderr.read())
+            time.sleep(0.1)
+        pytest.fail("bankml-serve did not come up")
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_listens_answers_and_stops_on_sigterm(serve):
+    p, base = serve()
+    r = httpx.post(base + "/completion", json={"prompt": "Hi", "n_predict": 2, "temperature": 0}, timeout=60)
+    assert r.status_code == 200 and r.headers["server"] == "llama.cpp"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 0
+    err = p.stderr.read()
+    assert f"listening on {base}" in err and "bankml-serve: stopped" in err
+    assert "POST /completion 200" in err                       # one log line per request
+
+
+def test_a_cut_stream_frees_the_slot(serve):
+    p, base = serve()
+    body = {"prompt": "Count to ten thousand:", "n_predict": 900, "ignore_eos": True, "temperature": 0,
+            "stream": True}
+    with httpx.Client(timeout=60) as c:
+        with c.stream("POST", base + "/completion", json=body) as r:
+            n = 0
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    n += 1
+                    if n == 3:
+                        break
+    t0 = time.monotonic()
+    r = httpx.post(base + "/completion", json={"prompt": "Hi", "n_predict": 1, "temperature": 0}, timeout=60)
+    assert r.status_code == 200
+    assert time.monotonic() - t0 < 20                          # not behind 900 tokens of the cut stream
+    slots = httpx.get(base + "/slots", timeout=10).json()
+    assert slots[0]["is_processing"] is False
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=30) == 0
+
+
+def test_refused_command_lines_exit_2(smollm2_path):
+    r = subprocess.run([sys.executable, "-m", "bankml.server.cli", "--mmproj", "x"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--mmproj: a llama-server flag bankml does not support" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "bankml.server.cli", "--nope"], capture_output=True, text=True)
+    assert r.returncode == 2 and "invalid argument: --nope" in r.stderr
