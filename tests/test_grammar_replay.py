@@ -2,13 +2,6 @@
 server_lazy.json) on bankml's own parts: tokenizer, forward pass, request parameters, sampler chain, grammar.
 Every token id and content string must be identical.
 
-PENDING: this file is named so that pytest does not collect it. It needs `bankml.engine.Model`,
-`bankml.sampling` and `bankml.tokenizer` (docs/architecture.md), which other branches are building. When
-they are on main, move it to tests/test_grammar_replay.py; it fails (it does not skip) while a part is
-missing. Until then the same replay runs on the oracle's logits and sampler chain with bankml's grammar:
-`python -m testing.verify_grammar_e2e` (developer tool), and tests/test_grammar_records.py checks the grammar
-side of every recorded generation.
-
 The server's prompt cache is reproduced from the records (`cache_n`: the first cache_n prompt tokens are
 decoded as one batch before the rest, as they were already in the slot).
 """
@@ -20,6 +13,7 @@ import json
 import pytest
 
 from bankml.grammar import request as req
+from sampling_replay import generate
 
 GEN_PROMPT = "<|im_start|>assistant\n"   # SmolLM2's generation prompt (bankml.template renders it)
 
@@ -63,22 +57,7 @@ def test_constrained_requests_replay(smollm2_path, oracle_dir):
             cache_n = resp["usage"]["prompt_tokens_details"]["cached_tokens"]
         params = sampling.from_request(data, defaults, tok)
         sampler = sampling.Sampler(params, tok)   # the grammar comes from bankml.grammar.request.sampler_grammar
-        prompt = rec["prompt_tokens"]
-        model.truncate(0)
-        if cache_n:
-            model.decode(prompt[:cache_n], 0)
-        model.decode(prompt[cache_n:], cache_n)
-        sampler.begin(prompt)
-        n_predict = params.n_predict
-        out, pos = [], len(prompt)
-        while True:
-            t = sampler.sample(model.logits())
-            sampler.accept(t)
-            out.append(t)
-            if t in tok.eog_ids or len(out) >= n_predict:
-                break
-            model.decode([t], pos)
-            pos += 1
+        out, _ = generate(model, tok, params, rec["prompt_tokens"], sampler=sampler, cache_n=cache_n)
         assert out == want_tokens, rec["id"]
         text = tok.detokenize([t for t in out if t not in tok.eog_ids]).decode("utf-8", "replace")
         parsed = fmt.content(text) if fmt is not None else None
