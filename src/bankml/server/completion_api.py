@@ -346,8 +346,8 @@ async def _run(request: Request, kind: str) -> Response:
         finally:
             cancel()
 
-    return StreamingResponse(gen(), status_code=200, media_type="text/event-stream",
-                             headers={"X-Accel-Buffering": "no"})
+    return StreamingResponse(gen(), status_code=200,     # no "; charset=..." (Starlette would add one)
+                             headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
 
 
 def _log(request: Request, status: int, t0: float, finals: dict | None = None) -> None:

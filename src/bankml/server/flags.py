@@ -198,7 +198,13 @@ def _flag(attr, value):
     return apply
 
 
-def _sampling(name, conv=_float):
+def _f32(flag: str, v: str) -> float:
+    """std::stof: the value as a float32 (the sampling defaults are floats)."""
+    import struct
+    return struct.unpack("f", struct.pack("f", _float(flag, v)))[0]
+
+
+def _sampling(name, conv=_f32):
     def apply(cfg, flag, v):
         cfg.sampling[name] = conv(flag, v)
     return apply

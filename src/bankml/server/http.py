@@ -122,8 +122,9 @@ class LlamaHTTP:
                 message = dict(message, headers=hs)
             await send(message)
 
-        async def answer(status: int, body: bytes, ctype: str, more=()):
-            hs = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())] + list(more)
+        async def answer(status: int, body: bytes, ctype: str | None, more=()):
+            hs = ([(b"content-type", ctype.encode())] if ctype else []) + [
+                (b"content-length", str(len(body)).encode())] + list(more)
             await send_with_headers({"type": "http.response.start", "status": status, "headers": hs})
             await send_with_headers({"type": "http.response.body", "body": body})
 
@@ -135,7 +136,7 @@ class LlamaHTTP:
             return
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > PAYLOAD_MAX:
-            await answer(413, b"", "text/plain")
+            await answer(413, b"", None)          # cpp-httplib: no body, no Content-Type
             return
         if not self.ready():
             await answer(503, LOADING, JSON_TYPE)

@@ -190,6 +190,8 @@ class ChatState:
                 raise
             if c is not None:
                 return c
+            if partial:                   # an empty parse changes nothing while streaming
+                return self.content
         return text(generated)
 
     def diff(self, added: bytes) -> str | None:
