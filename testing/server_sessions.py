@@ -281,6 +281,20 @@ def sessions() -> list[dict]:
                               chat([user(Q[0]), assistant("Paris."), user(Q[1])], stream=True)],
         f=flags("--slot-save-path", "$SLOTS"), note="--slot-save-path (a fresh empty directory): save, erase, "
                                                      "restore, and the prompt cache after each")
+    story = [user("Tell me a story about a fox.")]
+    add("stop_edge_cases", [chat(story, stop=["\n\nXY"], max_tokens=4), chat(story, stop=["\n\nXY"], max_tokens=4,
+                                                                          stream=True),
+                            completion("Once upon a time", stop=[" the", "zz"], n_predict=24, stream=True),
+                            completion("Once upon a time", stop=[" the"], n_predict=24, n_probs=2),
+                            chat(story, stop=["a"], logprobs=True, top_logprobs=1, max_tokens=20, stream=True),
+                            chat([user(Q[0])], stop=["\n"], max_tokens=64, id_slot=7),
+                            completion("1, 2, 3,", stop=[", 7"], n_predict=30, stream=True, return_tokens=True),
+                            completion("The capital of France is", stop=["\n\nXY"], n_predict=4),
+                            completion("The capital of France is", stop=["\n\nXY"], n_predict=4, stream=True),
+                            v1_completion("The capital of France is", stop=["\n\nXY"], max_tokens=4, stream=True),
+                            v1_completion("The capital of France is", stop="\n\nXY", max_tokens=4)],
+        note="stop text held at the token limit (dropped in streams), /completion streams holding pieces, "
+             "logprobs with stops, id_slot past the slot count")
     # the bodies tests/test_server_openai_client.py makes the `openai` package send (same fields)
     oa = {"model": "bankml"}
     add("openai_client", [post("/v1/chat/completions", {"messages": [user(Q[0])], **oa, "max_tokens": 16,

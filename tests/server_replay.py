@@ -344,14 +344,20 @@ def server_argv(flags: list[str], model: str) -> list[str]:
     return out
 
 
-def replay(session: dict, model: str, argv_extra: list[str] | None = None) -> list[str]:
+def replay_answers(session: dict, model: str, argv_extra: list[str] | None = None) -> list[tuple[dict, dict]]:
     """Sends a session's requests in order to a fresh bankml-serve started with the session's flags; returns
-    one line per differing answer (empty when every answer is identical)."""
-    problems = []
+    (recorded, replayed) answer pairs, both normalized."""
+    out = []
     with BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
-        for i, step in enumerate(session["steps"]):
-            got = normalize(srv.answer(step["request"]), model)
-            want = normalize(step["answer"], "")
-            for d in differences(want, got):
-                problems.append(f"step {i} {step['request']['method']} {step['request']['path']}: {d}")
+        for step in session["steps"]:
+            out.append((normalize(step["answer"], ""), normalize(srv.answer(step["request"]), model)))
+    return out
+
+
+def replay(session: dict, model: str, argv_extra: list[str] | None = None) -> list[str]:
+    """One line per differing answer of a session replayed on a fresh bankml-serve (empty: all identical)."""
+    problems = []
+    for i, (want, got) in enumerate(replay_answers(session, model, argv_extra)):
+        req = session["steps"][i]["request"]
+        problems += [f"step {i} {req['method']} {req['path']}: {d}" for d in differences(want, got)]
     return problems

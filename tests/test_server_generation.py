@@ -83,11 +83,11 @@ def test_prompt_cache_skips_entries_that_keep_little():
 
 def test_prompt_cache_limits():
     pc = PromptCache(0, 10)                       # 0 MiB here means "no byte limit" once converted
-    pc.limit_size = 5
-    assert not pc.save(_slot(list(range(6))))     # larger than the whole cache
+    pc.limit_size = 2 * (24 + 8 + 2 * 13)          # two entries of 2 tokens (1-byte rows, no layers)
+    assert not pc.save(_slot(list(range(60))))    # larger than the whole cache
     pc.save(_slot([1, 2]))
     pc.save(_slot([3, 4]))
-    pc.save(_slot([5, 6]))                         # 6 bytes > 5: the oldest goes
+    pc.save(_slot([5, 6]))                         # a third does not fit: the oldest goes
     assert [e.tokens for e in pc.states] == [[3, 4], [5, 6]]
 
 

@@ -97,18 +97,23 @@ class Slot:
         self.cache.truncate(n)
 
     def state_size(self) -> int:
-        return len(self.tokens) * self.cache_row_bytes
+        """llama_state_seq_get_size of the slot's sequence: the stream / cell / layer headers (24, plus
+        8 + 24 n_layer + 12 per cell when there are cells) and the K / V rows."""
+        n = len(self.tokens)
+        return 24 + (8 + 24 * self.n_layer + n * (12 + self.cache_row_bytes) if n else 0)
 
     cache_row_bytes: int = 0
+    n_layer: int = 0
 
 
 @dataclass
 class _Entry:
     tokens: list[int]
     state: bytes
+    nbytes: int                         # llama-server's size of this state (Slot.state_size)
 
     def size(self) -> int:
-        return len(self.state)
+        return self.nbytes
 
 
 class PromptCache:
@@ -139,7 +144,7 @@ class PromptCache:
         if self.limit_size > 0:
             while self.states and self.size() + size_new > self.limit_size:
                 self.states.popleft()
-        self.states.append(_Entry(list(slot.tokens), slot.cache.save()))
+        self.states.append(_Entry(list(slot.tokens), slot.cache.save(), size_new))
         return True
 
     def load(self, slot: Slot, tokens_new: list[int]) -> bool:
@@ -247,6 +252,7 @@ class SlotPool:
             cache = model.cache if i == 0 and model.cache.n_ctx == ctx.n_ctx_slot else model.new_cache(ctx.n_ctx_slot)
             s = Slot(i, cache, ctx.n_ctx_slot)
             s.cache_row_bytes = len(cache._c.state_bytes(1))
+            s.n_layer = model.hparams.n_layer
             self.slots.append(s)
         n_ctx_total = ctx.n_ctx_slot if ctx.kv_unified else ctx.n_ctx_slot * ctx.n_slots
         self.prompt_cache = PromptCache(cfg.cache_ram_mib, n_ctx_total) if cfg.cache_ram_mib != 0 else None

@@ -1,9 +1,7 @@
 """Requests llama-server b11192 refuses (tests/oracle/server/bad_requests.json, recorded by
 testing/record_server.py): bankml-serve answers each with the same status, compared headers and body.
-Each group runs on one bankml-serve started with the group's flags (the default ones, -c 256, --api-key).
-
-PENDING: named so that pytest does not collect it until bankml.server is on main (then it becomes
-tests/test_server_bad_requests.py); it fails, not skips, while anything is missing.
+Each group runs on one bankml-serve started with the group's flags (the default ones, -c 256, --api-key,
+--slot-save-path, --no-slots).
 """
 
 from __future__ import annotations

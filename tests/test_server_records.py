@@ -1,0 +1,62 @@
+"""The server records (tests/oracle/server/) are what testing/record_server.py sends today: every request that
+does not depend on an earlier answer is the one testing/server_sessions.py defines, in the same order and with
+the same server flags, so a re-recording replaces like with like. Needs no model and no llama.cpp build."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import server_replay as sr
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from testing import server_sessions  # noqa: E402
+
+SESSIONS = sr.load("sessions.json")
+GROUPS = sr.load("bad_requests.json")
+
+
+@pytest.mark.parametrize("defined", server_sessions.sessions(), ids=lambda s: s["name"])
+def test_session_record_matches_its_definition(defined):
+    rec = next(s for s in SESSIONS if s["name"] == defined["name"])
+    assert rec["flags"] == defined["flags"]
+    assert len(rec["steps"]) == len(defined["steps"])
+    for step, want in zip(rec["steps"], defined["steps"]):
+        if not callable(want):
+            assert step["request"] == want
+        assert step["answer"]["status"] in (200, 400, 401, 404, 413, 500, 501)
+
+
+@pytest.mark.parametrize("defined", server_sessions.bad_requests(), ids=lambda g: g["name"])
+def test_bad_request_record_matches_its_definition(defined):
+    rec = next(g for g in GROUPS if g["name"] == defined["name"])
+    assert rec["flags"] == defined["flags"]
+    assert [s["request"] for s in rec["steps"]] == defined["requests"]
+
+
+def test_counts():
+    assert len(SESSIONS) >= 30 and all(len(s["steps"]) >= 2 for s in SESSIONS)
+    assert sum(s["answer"]["status"] >= 400 for g in GROUPS for s in g["steps"]) >= 40
+    # the model path never leaks into a record (it is written $MODEL)
+    text = (sr.RECORDS / "sessions.json").read_text() + (sr.RECORDS / "bad_requests.json").read_text()
+    assert "/.local/share/bankml/models/" not in text and "$MODEL" in text
+
+
+def test_normalization_blanks_only_run_dependent_values():
+    a = {"status": 200, "headers": {}, "json": {
+        "id": "chatcmpl-abc123", "created": 5, "system_fingerprint": "b0-unknown", "model": "/m/x.gguf",
+        "timings": {"cache_n": 3, "prompt_n": 4, "prompt_ms": 1.5, "predicted_per_second": 9.0},
+        "choices": [{"logprobs": {"content": [{"id": 42, "token": "a"}]}}]}}
+    n = sr.normalize(a, "/m/x.gguf")["json"]
+    assert n == {"id": "chatcmpl-<id>", "created": 0, "system_fingerprint": "<fingerprint>", "model": "$MODEL",
+                 "timings": {"cache_n": 3, "prompt_n": 4, "prompt_ms": 0, "predicted_per_second": 0},
+                 "choices": [{"logprobs": {"content": [{"id": 42, "token": "a"}]}}]}
+
+
+def test_sse_and_chunked_parsing():
+    raw = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"b\r\ndata: {\"a\":\r\n" b"7\r\n1}\n\n:\n\n\r\n" b"e\r\ndata: [DONE]\n\n\r\n" b"0\r\n\r\n")
+    rec = sr.answer_record(*sr.parse_http(raw))
+    assert rec["sse"] == [{"data": {"a": 1}}, {"comment": ""}, {"data": "[DONE]"}]
