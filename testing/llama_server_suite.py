@@ -7,7 +7,8 @@ binary, with its hub models swapped for the local SmolLM2 file (developer tool; 
 
 What it does: copies tools/server/tests from the oracle's source tree (or the sdist) into a temporary directory,
 patches utils.py so that every ServerPreset loads the SmolLM2 Q4_1 file with `--model` instead of `--hf-repo`
-(no download, `--offline` dropped), and runs pytest on test_basic, test_chat_completion, test_completion,
+(no download, `--offline` dropped) and serves with `--jinja` (bankml's only template mode; the suite's default is
+the legacy path), and runs pytest on test_basic, test_chat_completion, test_completion,
 test_tokenize, test_stream, test_security, test_metrics, test_ignore_eos and test_ctx_shift with
 LLAMA_SERVER_BIN_PATH pointing at the server. Results (test id -> passed / failed / skipped) go to
 `--out` (JSON). Needs the test suite's requirements (pytest, requests, openai, filelock, wget).
@@ -47,6 +48,13 @@ def patch_utils(text: str, model: str) -> str:
     text = re.sub(r'(\s)server\.model_file = None', rf'\1server.model_file = {model!r}', text)
     text = text.replace("if self.offline:\n            server_args.append(\"--offline\")",
                         "if False:\n            pass")
+    # bankml renders chat templates as --jinja does (the only mode it reproduces): the suite's default
+    # (jinja None -> --no-jinja, the legacy template path) becomes --jinja for both servers
+    text = text.replace("jinja: bool | None = None", "jinja: bool | None = True")
+    # load_all() starts every preset once to download its model: nothing to download here (and the presets of
+    # other test files, embeddings, rerank..., are not what these files test)
+    text = text.replace('        """ Load all server presets to ensure model files are cached. """',
+                        '        """ Load all server presets to ensure model files are cached. """\n        return')
     return text
 
 
