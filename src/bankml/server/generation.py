@@ -277,18 +277,19 @@ def run_completion(ctx, task: CompletionTask) -> None:
     pool.cache_idle(slot)
     pool.n_processing += 1
     finished = False
-    try:
+    last = None     # the task's last message: sent once the slot and the metrics are updated (/metrics after
+    try:            # an answer sees its tokens)
         stats.t_start = time_us()
         pool.metrics.start()
         worker = ctx.worker
         worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
         P = len(tokens)
         if P == 0:
-            task.emit(run.final())
+            last = run.final()
             finished = True
             return
         if P >= slot.n_ctx:
-            task.emit(Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} tokens), "
+            last = (Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} tokens), "
                                  "try increasing it", "exceed_context_size_error",
                             {"n_prompt_tokens": P, "n_ctx": slot.n_ctx}))
             return
@@ -340,17 +341,19 @@ def run_completion(ctx, task: CompletionTask) -> None:
             model.decode([t], len(slot.tokens), cache=slot.cache)
             slot.tokens.append(t)
             pool.metrics.decoded(1, prompt=False)
-        task.emit(run.final())
+        last = run.final()
         finished = True
     except Exception as e:          # a bug: answer llama-server's 500 instead of hanging the client
         log.exception("generation failed")
-        task.emit(Error(500, str(e) or type(e).__name__, "server_error"))
+        last = Error(500, str(e) or type(e).__name__, "server_error")
     finally:
         pool.metrics.finished(run, finished)
         pool.n_processing -= 1
         slot.last = {"n_prompt_tokens": len(tokens), "stats": stats, "params": params, "run": run}
         slot.processing = False
         slot.t_last_used = time_us()
+        if last is not None:
+            task.emit(last)
 
 
 class Worker:
