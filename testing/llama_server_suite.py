@@ -85,7 +85,9 @@ def run(server: str, out: Path, extra: list[str]) -> dict:
         report = tmp / "report.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
                *[f"unit/{f}" for f in FILES], *extra]
-        subprocess.run(cmd, cwd=tests, env=env)
+        rc = subprocess.run(cmd, cwd=tests, env=env).returncode
+        if not report.exists():
+            raise SystemExit(f"pytest ended with {rc} before writing its report (killed?): no results")
         results = _junit(report)
     out.write_text(json.dumps(results, indent=1, sort_keys=True))
     return results
