@@ -86,6 +86,21 @@ def test_cors_options(ctx):
     assert r.headers["access-control-allow-origin"] == "http://a.b"
 
 
+def test_header_names_are_written_as_llama_server_writes_them(ctx):
+    # cpp-httplib sends "Access-Control-Allow-Origin", not Starlette's lower case; llama.cpp's own server tests
+    # read headers from a plain dict, so the case decides whether they find them (checked on the oracle with curl -i)
+    r = _client(ctx).options("/completions", headers={"Origin": "localhost",
+                                                      "Access-Control-Request-Method": "POST"})
+    names = [k.decode() for k, _ in r.headers.raw]
+    assert names[:2] == ["Server", "Access-Control-Allow-Origin"]
+    assert {"Content-Type", "Content-Length", "Access-Control-Allow-Credentials", "Access-Control-Allow-Methods",
+            "Access-Control-Allow-Headers", "Keep-Alive"} <= set(names)
+    r = _client(ctx).post("/completion", json={"prompt": "hi", "n_predict": 1, "stream": True})
+    names = [k.decode() for k, _ in r.headers.raw]
+    assert "X-Accel-Buffering" in names and "Content-Type" in names
+    assert all(n == "-".join(w.capitalize() for w in n.split("-")) for n in names)
+
+
 def test_post_props_needs_the_flag(ctx):
     r = _client(ctx).post("/props", json={})
     assert r.status_code == 501 and r.json()["error"]["type"] == "not_supported_error"

@@ -86,6 +86,13 @@ def origin_is_localhost(origin: str) -> bool:
     return host in ("localhost", "127.0.0.1", "::1")
 
 
+def wire_name(name: bytes) -> bytes:
+    """A header name as cpp-httplib writes llama-server's: each dash-separated word capitalised
+    (b"access-control-allow-origin" -> b"Access-Control-Allow-Origin"); clients that keep headers in a plain
+    dict see the same keys."""
+    return b"-".join(w[:1].upper() + w[1:].lower() for w in name.split(b"-"))
+
+
 class LlamaHTTP:
     """ASGI middleware: llama-server's pre-routing handler and cpp-httplib's default headers (see module doc).
     `cfg` is the ServerConfig; `ready()` says whether the model is loaded (503 "Loading model" before)."""
@@ -119,7 +126,7 @@ class LlamaHTTP:
                     hs.append((b"connection", b"close"))
                 else:
                     hs.append((b"keep-alive", b"timeout=5, max=100"))
-                message = dict(message, headers=hs)
+                message = dict(message, headers=[(wire_name(k), v) for k, v in hs])
             await send(message)
 
         async def answer(status: int, body: bytes, ctype: str | None, more=()):
