@@ -60,6 +60,11 @@ def test_models_shape(ctx):
 def test_alias_names_the_model(ctx):
     body = _client(ctx, "--alias", "second,myalias").get("/v1/models").json()
     assert body["data"][0]["id"] == "myalias" and body["data"][0]["aliases"] == ["myalias", "second"]
+    # test_basic.py::test_server_model_aliases_and_tags: std::set order, the first alias is the id
+    c = _client(ctx, "--alias", "tinyllama-2,fim,code", "--tags", "chat,fim,small")
+    d = c.get("/models").json()["data"][0]
+    assert (d["id"], d["aliases"], d["tags"]) == ("code", ["code", "fim", "tinyllama-2"], ["chat", "fim", "small"])
+    assert c.get("/props").json()["model_alias"] == "code"
 
 
 def test_api_key(ctx):

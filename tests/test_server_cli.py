@@ -88,3 +88,48 @@ def test_refused_command_lines_exit_2(smollm2_path):
     assert r.returncode == 2 and "--mmproj: a llama-server flag bankml does not support" in r.stderr
     r = subprocess.run([sys.executable, "-m", "bankml.server.cli", "--nope"], capture_output=True, text=True)
     assert r.returncode == 2 and "invalid argument: --nope" in r.stderr
+
+
+def test_several_addresses_and_a_unix_socket(smollm2_path, tmp_path):
+    import os
+    ipv6 = True
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        ipv6 = False
+    port = _free_port()
+    sock = tmp_path / "bankml.sock"
+    hosts = ["127.0.0.1"] + (["::1"] if ipv6 else []) + [str(sock)]
+    p = subprocess.Popen([sys.executable, "-m", "bankml.server.cli", "-m", str(smollm2_path), "-c", "1024", "-np",
+                          "1", "--port", str(port), "--host", ",".join(hosts)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, LLAMA_ARG_HOST="192.0.2.1"))
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.1)
+        if ipv6:
+            assert httpx.get(f"http://[::1]:{port}/health", timeout=5).status_code == 200
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock))) as c:
+            assert c.get("http://x/health", timeout=5).json() == {"status": "ok"}
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0
+    err = p.stderr.read()
+    assert "warn: LLAMA_ARG_HOST environment variable is set" in err
+    for want in [f"listening on http://127.0.0.1:{port}"] + ([f"listening on http://[::1]:{port}"] if ipv6 else []) \
+            + [f"listening on unix://{sock}"]:
+        assert want in err
+
+
+def test_port_0_and_unbindable_addresses(smollm2_path):
+    base = [sys.executable, "-m", "bankml.server.cli", "-m", str(smollm2_path), "-c", "256", "-np", "1"]
+    r = subprocess.run(base + ["--host", "127.0.0.1,::1", "--port", "0"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "--port 0 is not supported with multiple TCP addresses" in r.stderr
+    r = subprocess.run(base + ["--host", "192.0.2.1", "--port", "9399"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "couldn't bind HTTP server socket, hostname: 192.0.2.1, port: 9399" in r.stderr

@@ -70,3 +70,38 @@ def test_cli_exit_codes(capsys):
 ])
 def test_slot_context_as_llama_server_splits_it(n_ctx, np_, kvu, train, want):
     assert slot_context(n_ctx, np_, kvu, train) == want
+
+
+def test_tags_and_several_hosts():
+    cfg = parse_flags(["--tags", "chat, fim,,small,fim", "--host", "127.0.0.1,::1", "--host", '"a,b",c'], environ={})
+    assert cfg.tags == ["chat", "fim", "small"]
+    assert cfg.hostnames == ["a,b", "c"] and cfg.hostname == "a,b"     # parse_csv_row; a later --host replaces
+    with pytest.raises(FlagError, match="--host requires at least one address"):
+        parse_flags(["--host", " , "], environ={})
+
+
+def test_environment_variables_then_the_command_line(capsys):
+    env = {"LLAMA_ARG_HOST": "192.0.2.1", "LLAMA_ARG_ALIAS": "x", "LLAMA_ARG_CTX_SIZE": "512",
+           "LLAMA_ARG_ENDPOINT_METRICS": "1", "LLAMA_ARG_NO_ENDPOINT_SLOTS": "", "LLAMA_API_KEY": "k",
+           "LLAMA_ARG_TAGS": "t"}
+    cfg = parse_flags([], environ=env)
+    assert (cfg.hostnames, cfg.aliases, cfg.n_ctx, cfg.endpoint_metrics, cfg.endpoint_slots, cfg.api_keys,
+            cfg.tags) == (["192.0.2.1"], ["x"], 512, True, False, ["k"], ["t"])
+    cfg = parse_flags(["--host", "127.0.0.1,::1", "-a", "y", "-c", "1024"], environ=env)
+    # --host's handler replaces the list, --alias's adds to the set (llama-server's handlers, run after the env)
+    assert (cfg.hostnames, cfg.aliases, cfg.n_ctx) == (["127.0.0.1", "::1"], ["x", "y"], 1024)
+    err = capsys.readouterr().err
+    assert "warn: LLAMA_ARG_HOST environment variable is set, but will be overwritten by command line argument " \
+           "--host" in err and "LLAMA_ARG_CTX_SIZE" in err
+    # a switch with a value that is not truthy does nothing; a boolean needs a boolean
+    assert parse_flags([], environ={"LLAMA_ARG_ENDPOINT_METRICS": "no"}).endpoint_metrics is False
+    with pytest.raises(FlagError, match='environment variable "LLAMA_ARG_ENDPOINT_SLOTS": invalid boolean value'):
+        parse_flags([], environ={"LLAMA_ARG_ENDPOINT_SLOTS": "maybe"})
+    with pytest.raises(FlagError, match='^error while handling environment variable "LLAMA_ARG_CTX_SIZE": stoi$'):
+        parse_flags([], environ={"LLAMA_ARG_CTX_SIZE": "x"})
+    # the variable of a flag bankml does not implement is refused, naming both
+    with pytest.raises(UnsupportedFlag, match=r"LLAMA_ARG_N_GPU_LAYERS \(--n-gpu-layers\)"):
+        parse_flags([], environ={"LLAMA_ARG_N_GPU_LAYERS": "0"})
+    with pytest.raises(UnsupportedFlag, match=r"LLAMA_ARG_JINJA \(--no-jinja\)"):
+        parse_flags([], environ={"LLAMA_ARG_JINJA": "off"})
+    assert parse_flags([], environ={"LLAMA_ARG_JINJA": "on", "HF_TOKEN": "t"}).model is None

@@ -3,10 +3,12 @@
     bankml-serve -m model.gguf -c 4096 -np 1 --port 8080      # llama-server's flags and defaults
 
 With no -m it serves bankml's default model (SmolLM2-135M-Instruct Q4_1), pulled first when missing; every load
-verifies the model (bankml.verify: guard, then the sha256 pin). Prints where it listens, logs one line per
-request (method, path, status, tokens and rates for completions), and shuts down cleanly on SIGINT / SIGTERM
-(uvicorn's handlers: the listening socket closes, running requests finish, exit code 0).
-Exit codes: 0 after a clean shutdown, 1 when the model cannot be loaded, 2 for a refused command line.
+verifies the model (bankml.verify: guard, then the sha256 pin). Listens on every --host address (llama-server's
+listeners: TCP, or a UNIX socket for a path ending in .sock), prints one `listening on` line for each, logs one line
+per request (method, path, status, tokens and rates for completions), and shuts down cleanly on SIGINT / SIGTERM
+(uvicorn's handlers: the listening sockets close, running requests finish, exit code 0).
+Exit codes: 0 after a clean shutdown, 1 when the model cannot be loaded or an address cannot be bound, 2 for a
+refused command line.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 import sys
 
 from ..errors import BankmlError, UnsupportedFlag
@@ -38,6 +41,67 @@ def _server_class():
                 self.force_exit = True
             self.should_exit = True
     return Server
+
+
+class BindError(Exception):
+    """An address bankml-serve cannot listen on (llama-server exits with 1 then too)."""
+
+
+def format_host(host: str) -> str:
+    """common_http_format_host: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
+def bind(hosts: list[str], port: int) -> tuple[list[socket.socket], list[str]]:
+    """server_http_context's listeners: one listening socket per --host address (a path ending in .sock is a UNIX
+    socket; with several TCP addresses each IPv6 socket is IPv6-only, so :: does not also claim 0.0.0.0; --port 0
+    takes a free port, refused with several TCP addresses). Returns the sockets and llama-server's
+    `listening on` addresses (http://HOST:PORT, unix://PATH)."""
+    n_tcp = sum(not h.endswith(".sock") for h in hosts)
+    if port == 0 and n_tcp > 1:
+        raise BindError("--port 0 is not supported with multiple TCP addresses")
+    sockets, addresses = [], []
+    try:
+        for host in hosts:
+            if host.endswith(".sock"):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sockets.append(s)
+                try:
+                    s.bind(host)
+                except OSError:
+                    raise BindError(f"couldn't bind HTTP server socket, hostname: {host}, port: {port}") from None
+                addresses.append(f"unix://{host}")
+            else:
+                s = _bind_tcp(host, port, v6only=n_tcp > 1)
+                sockets.append(s)
+                port = s.getsockname()[1]
+                addresses.append(f"http://{format_host(host)}:{port}")
+            s.listen(socket.SOMAXCONN)
+            s.set_inheritable(True)
+    except BaseException:
+        for s in sockets:
+            s.close()
+        raise
+    return sockets, addresses
+
+
+def _bind_tcp(host: str, port: int, v6only: bool) -> socket.socket:
+    # cpp-httplib's create_socket: getaddrinfo(AI_PASSIVE), the first result that binds (SO_REUSEADDR)
+    try:
+        infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+    except OSError:
+        infos = []
+    for family, kind, proto, _, addr in infos:
+        s = socket.socket(family, kind, proto)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1 if v6only else 0)
+        try:
+            s.bind(addr)
+            return s
+        except OSError:
+            s.close()
+    raise BindError(f"couldn't bind HTTP server socket, hostname: {host}, port: {port}")
 
 
 def _setup_logging(cfg) -> None:
@@ -73,19 +137,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bankml-serve: cannot serve the model: {e}", file=sys.stderr)
         return 1
     ctx = app.state.ctx
-    host = cfg.hostname
-    shown = f"[{host}]" if ":" in host else host
-    print(f"bankml-serve: {ctx.meta.name} ({ctx.n_slots} slot{'s' if ctx.n_slots != 1 else ''}, "
-          f"n_ctx_slot {ctx.n_ctx_slot}) listening on http://{shown}:{cfg.port}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, host=host, port=cfg.port, log_level="warning", access_log=False,
+    try:
+        sockets, addresses = bind(cfg.hostnames, cfg.port)
+    except BindError as e:
+        ctx.close()
+        print(f"bankml-serve: {e}", file=sys.stderr)
+        return 1
+    for address in addresses:
+        print(f"bankml-serve: {ctx.meta.name} ({ctx.n_slots} slot{'s' if ctx.n_slots != 1 else ''}, "
+              f"n_ctx_slot {ctx.n_ctx_slot}) listening on {address}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False,
                             server_header=False, date_header=False, timeout_keep_alive=5,
                             limit_concurrency=None, lifespan="off")
     server = _Server(config)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, server.stop_on_signal)
     try:
-        server.run()
+        server.run(sockets=sockets)
     finally:
+        for sock in sockets:
+            sock.close()
         ctx.close()
     print("bankml-serve: stopped", file=sys.stderr, flush=True)
     return 0

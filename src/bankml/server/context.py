@@ -85,7 +85,7 @@ def model_meta(cfg, path: str, header, tok) -> ModelMeta:
         n_embd=int(header.get(f"{arch}.embedding_length", 0)),
         n_params=sum(t.n_elements for t in header.tensors.values()),
         size=sum(t.nbytes for t in header.tensors.values()),
-        ftype=ftype, bos_token=piece(tok.bos_id), eos_token=piece(tok.eos_id))
+        ftype=ftype, bos_token=piece(tok.bos_id), eos_token=piece(tok.eos_id), tags=sorted(cfg.tags))
 
 
 class ServerContext:

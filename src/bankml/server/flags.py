@@ -16,6 +16,7 @@ Sampling defaults given on the command line (--temp, --seed, --top-k, ...) are c
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 
 from ..errors import BankmlError, UnsupportedFlag
@@ -107,7 +108,7 @@ class ServerConfig:
     n_ctx: int = 0                         # -c (0: the model's training context)
     n_threads: int = -1                    # -t (-1: the physical cores, as cpu_get_num_math)
     n_threads_batch: int = -1              # -tb (-1: = -t)
-    hostname: str = "127.0.0.1"
+    hostnames: list[str] = field(default_factory=lambda: ["127.0.0.1"])   # --host a,b (.sock: a UNIX socket)
     port: int = 8080
     n_parallel: int = -1                   # -np (-1: auto = 4 slots, unified KV)
     kv_unified: bool = False
@@ -115,6 +116,7 @@ class ServerConfig:
     n_ubatch: int = 512
     n_predict: int = -1
     aliases: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
     api_keys: list[str] = field(default_factory=list)
     cors_origins: str = "*"
     cors_methods: str = "GET, POST, DELETE, OPTIONS"
@@ -136,6 +138,11 @@ class ServerConfig:
     sampling: dict = field(default_factory=dict)
     help: bool = False
     version: bool = False
+
+    @property
+    def hostname(self) -> str:
+        """The first --host address."""
+        return self.hostnames[0]
 
     @property
     def oracle_threads(self) -> int:
@@ -216,6 +223,46 @@ def _alias(cfg, flag, v):
             cfg.aliases.append(a)
 
 
+def _tags(cfg, flag, v):
+    for t in _csv(v):
+        if t and t not in cfg.tags:
+            cfg.tags.append(t)
+
+
+def csv_row(v: str) -> list[str]:
+    """parse_csv_row (common/arg.cpp): comma-separated fields, a field may be "quoted" ("" is a quote)."""
+    fields, cur, quoted, i = [], "", False, 0
+    while i < len(v):
+        ch = v[i]
+        if ch == '"':
+            if not quoted:
+                if cur:
+                    cur += '"'
+                else:
+                    quoted = True
+            elif v[i + 1:i + 2] == '"':
+                cur += '"'
+                i += 1
+            else:
+                quoted = False
+        elif ch == "," and not quoted:
+            fields.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    fields.append(cur)
+    return fields
+
+
+def _hosts(cfg, flag, v):
+    hosts = [h.strip() for h in csv_row(v)]
+    hosts = [h for h in hosts if h]
+    if not hosts:
+        raise FlagError(f"error while handling argument \"{flag}\": --host requires at least one address")
+    cfg.hostnames = hosts
+
+
 def _api_key(cfg, flag, v):
     cfg.api_keys += [k for k in _csv(v) if k]
 
@@ -264,7 +311,7 @@ _FLAGS = [
     (("-c", "--ctx-size"), True, _set("n_ctx", _int)),
     (("-t", "--threads"), True, _set("n_threads", _int)),
     (("-tb", "--threads-batch"), True, _set("n_threads_batch", _int)),
-    (("--host",), True, _set("hostname")),
+    (("--host",), True, _hosts),
     (("--port",), True, _set("port", _int)),
     (("-np", "--parallel"), True, _set("n_parallel", _int)),
     (("-kvu", "--kv-unified"), False, _flag("kv_unified", True)),
@@ -273,6 +320,7 @@ _FLAGS = [
     (("-ub", "--ubatch-size"), True, _set("n_ubatch", _int)),
     (("-n", "--predict", "--n-predict"), True, _set("n_predict", _int)),
     (("-a", "--alias"), True, _alias),
+    (("--tags",), True, _tags),
     (("--api-key",), True, _api_key),
     (("--api-key-file",), True, _api_key_file),
     (("--cors-origins",), True, _set("cors_origins")),
@@ -324,11 +372,145 @@ _FLAGS = [
 
 _TABLE = {name: (takes, apply) for names, takes, apply in _FLAGS for name in names}
 
+#: every environment variable llama-server b11192 reads for a flag (common/arg.cpp's set_env), as
+#: NAME=--flag (a value), NAME=--flag/--no-flag (a boolean) or NAME=--flag! (a switch); NAME is LLAMA_ARG_NAME,
+#: @NAME is NAME itself. HF_TOKEN (--hf-token) and MTMD_BACKEND_DEVICE (--mmproj-device) are left out: they
+#: only matter for -hf and --mmproj, which bankml refuses.
+_ENV_TABLE = """
+THREADS=--threads CTX_SIZE=--ctx-size KV_UNIFIED_PER_SLOT=--kv-unified-per-slot N_PREDICT=--n-predict
+BATCH=--batch-size UBATCH=--ubatch-size SWA_FULL=--swa-full! CTX_CHECKPOINTS=--swa-checkpoints
+CHECKPOINT_MIN_SPACING_NT=--checkpoint-min-step CACHE_RAM=--cache-ram KV_UNIFIED=--kv-unified/--no-kv-unified
+CACHE_IDLE_SLOTS=--cache-idle-slots/--no-cache-idle-slots CONTEXT_SHIFT=--context-shift/--no-context-shift
+FLASH_ATTN=--flash-attn PERF=--perf/--no-perf SHOW_TIMINGS=--show-timings/--no-show-timings
+TEMPERATURE=--temperature TOP_K=--top-k TOP_P=--top-p MIN_P=--min-p REPEAT_PENALTY=--repeat-penalty
+PRESENCE_PENALTY=--presence-penalty FREQUENCY_PENALTY=--frequency-penalty BACKEND_SAMPLING=--backend-sampling!
+POOLING=--pooling ROPE_SCALING_TYPE=--rope-scaling ROPE_SCALE=--rope-scale ROPE_FREQ_BASE=--rope-freq-base
+ROPE_FREQ_SCALE=--rope-freq-scale YARN_ORIG_CTX=--yarn-orig-ctx YARN_EXT_FACTOR=--yarn-ext-factor
+YARN_ATTN_FACTOR=--yarn-attn-factor YARN_BETA_SLOW=--yarn-beta-slow YARN_BETA_FAST=--yarn-beta-fast
+GRP_ATTN_N=--grp-attn-n GRP_ATTN_W=--grp-attn-w KV_OFFLOAD=--kv-offload/--no-kv-offload REPACK=--repack/--no-repack
+NO_HOST=--no-host! CACHE_TYPE_K=--cache-type-k CACHE_TYPE_V=--cache-type-v DEFRAG_THOLD=--defrag-thold
+N_PARALLEL=--parallel CONT_BATCHING=--cont-batching/--no-cont-batching MMPROJ=--mmproj MMPROJ_URL=--mmproj-url
+MMPROJ_AUTO=--mmproj-auto/--no-mmproj-auto MMPROJ_OFFLOAD=--mmproj-offload/--no-mmproj-offload
+IMAGE_MIN_TOKENS=--image-min-tokens IMAGE_MAX_TOKENS=--image-max-tokens
+MTMD_BATCH_MAX_TOKENS=--mtmd-batch-max-tokens VIDEO_FPS=--video-fps
+VIDEO_TIMESTAMP_INTERVAL=--video-timestamp-interval VIDEO_FFMPEG_DIR=--video-ffmpeg-dir RPC=--rpc
+LOAD_MODE=--load-mode LAZY_MODE=--lazy-mode NUMA=--numa DEVICE=--device OVERRIDE_TENSOR=--override-tensor
+CPU_MOE=--cpu-moe! N_CPU_MOE=--n-cpu-moe N_CPU_FFN=--n-cpu-ffn N_GPU_LAYERS=--n-gpu-layers SPLIT_MODE=--split-mode
+TENSOR_SPLIT=--tensor-split MAIN_GPU=--main-gpu FIT=--fit FIT_ESTIMATE=--fit-print FIT_TARGET=--fit-target
+FIT_CTX=--fit-ctx ALIAS=--alias TAGS=--tags MODEL=--model MODEL_URL=--model-url DOCKER_REPO=--docker-repo
+HF_REPO=--hf-repo HF_FILE=--hf-file HOST=--host PORT=--port REUSE_PORT=--reuse-port! STATIC_PATH=--path
+CORS_ORIGINS=--cors-origins CORS_METHODS=--cors-methods CORS_HEADERS=--cors-headers
+CORS_CREDENTIALS=--cors-credentials/--no-cors-credentials API_PREFIX=--api-prefix UI_CONFIG=--webui-config
+UI_CONFIG_FILE=--webui-config-file UI_MCP_PROXY=--webui-mcp-proxy/--no-webui-mcp-proxy TOOLS=--tools
+TOOLS_RUNTIME=--tools-runtime MCP_SERVERS_CONFIG=--mcp-servers-config MCP_SERVERS_JSON=--mcp-servers-json
+AGENT=--agent/--no-agent UI=--webui/--no-webui EMBEDDINGS=--embeddings! RERANKING=--reranking!
+@LLAMA_API_KEY=--api-key API_KEY_FILE=--api-key-file SSL_KEY_FILE=--ssl-key-file SSL_CERT_FILE=--ssl-cert-file
+CHAT_TEMPLATE_KWARGS=--chat-template-kwargs TIMEOUT=--timeout SSE_PING_INTERVAL=--sse-ping-interval
+THREADS_HTTP=--threads-http CACHE_PROMPT=--cache-prompt/--no-cache-prompt CACHE_REUSE=--cache-reuse
+ENDPOINT_METRICS=--metrics! ENDPOINT_PROPS=--props! ENDPOINT_SLOTS=--slots/--no-slots MODELS_DIR=--models-dir
+MODELS_PRESET=--models-preset MODELS_MAX=--models-max MODELS_AUTOLOAD=--models-autoload/--no-models-autoload
+JINJA=--jinja/--no-jinja THINK=--reasoning-format REASONING=--reasoning REASONING_EFFORT=--reasoning-effort
+THINK_BUDGET=--reasoning-budget THINK_BUDGET_MESSAGE=--reasoning-budget-message
+REASONING_PRESERVE=--reasoning-preserve/--no-reasoning-preserve CHAT_TEMPLATE=--chat-template
+CHAT_TEMPLATE_FILE=--chat-template-file SKIP_CHAT_PARSING=--skip-chat-parsing/--no-skip-chat-parsing
+PREFILL_ASSISTANT=--prefill-assistant/--no-prefill-assistant LOG_FILE=--log-file
+LOG_JSONL=--log-jsonl/--no-log-jsonl LOG_COLORS=--log-colors OFFLINE=--offline! LOG_VERBOSITY=--log-verbosity
+LOG_PREFIX=--log-prefix/--no-log-prefix LOG_TIMESTAMPS=--log-timestamps/--no-log-timestamps
+SPEC_DRAFT_HF_REPO=--hf-repo-draft SPEC_DRAFT_CACHE_TYPE_K=--cache-type-k-draft
+SPEC_DRAFT_CACHE_TYPE_V=--cache-type-v-draft SPEC_DRAFT_CPU_MOE=--cpu-moe-draft!
+SPEC_DRAFT_N_CPU_MOE=--n-cpu-moe-draft SPEC_DRAFT_N_MAX=--spec-draft-n-max SPEC_DRAFT_N_MIN=--spec-draft-n-min
+SPEC_SYNTH_LEN=--spec-synth-len SPEC_SYNTH_RATES=--spec-synth-rates SPEC_DRAFT_P_SPLIT=--draft-p-split
+SPEC_DRAFT_P_MIN=--draft-p-min
+SPEC_DRAFT_BACKEND_SAMPLING=--spec-draft-backend-sampling/--no-spec-draft-backend-sampling
+N_GPU_LAYERS_DRAFT=--n-gpu-layers-draft SPEC_DRAFT_MODEL=--model-draft SPEC_TYPE=--spec-type DRAFT_MAX=--draft-max
+DRAFT_MIN=--draft-n-min
+"""
 
-def parse_flags(argv: list[str]) -> ServerConfig:
-    """llama-server's argument parsing of `argv` (without the program name). Raises FlagError for what llama-server
-    refuses too, UnsupportedFlag for a llama-server flag bankml does not implement."""
+
+def _env_rows():
+    for item in _ENV_TABLE.split():
+        name, _, flags = item.partition("=")
+        env = name[1:] if name.startswith("@") else "LLAMA_ARG_" + name
+        if flags.endswith("!"):
+            yield env, "switch", flags[:-1], None
+        elif "/" in flags:
+            pos, neg = flags.split("/")
+            yield env, "bool", pos, neg
+        else:
+            yield env, "value", flags, None
+
+
+ENV_VARS = list(_env_rows())
+_ENV_OF = {flag: (env, kind) for env, kind, pos, neg in ENV_VARS for flag in (pos, neg) if flag}
+
+
+def _truthy(v: str) -> bool:
+    return v in ("on", "enabled", "true", "1")
+
+
+def _falsey(v: str) -> bool:
+    return v in ("off", "disabled", "false", "0")
+
+
+def _dispatch(cfg, flag: str, value, env: str | None = None) -> None:
+    entry = _TABLE.get(flag)
+    if entry is None:
+        what = f"{env} ({flag})" if env else flag
+        raise UnsupportedFlag(what, "a llama-server flag bankml does not support (yet)")
+    if entry[1] is not None:
+        entry[1](cfg, flag, value)
+
+
+def _apply_env(cfg, environ) -> None:
+    """common_params_parse_ex's first pass: each flag's environment variable, through the flag's own handler
+    (a boolean's LLAMA_ARG_NO_ variant counts as false)."""
+    for env, kind, pos, neg in ENV_VARS:
+        value = None
+        if kind == "bool" and env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_", 1) in environ:
+            value = "0"
+        elif env in environ:
+            value = environ[env]
+        if value is None:
+            continue
+        try:
+            if kind == "switch":
+                if _truthy(value):
+                    _dispatch(cfg, pos, None, env)
+            elif kind == "bool":
+                if _truthy(value):
+                    _dispatch(cfg, pos, None, env)
+                elif _falsey(value):
+                    _dispatch(cfg, neg, None, env)
+                else:
+                    raise FlagError("invalid boolean value")
+            else:
+                _dispatch(cfg, pos, value, env)
+        except FlagError as e:
+            why = str(e)
+            cli = f"error while handling argument \"{pos}\": "
+            why = why[len(cli):] if why.startswith(cli) else why
+            raise FlagError(f"error while handling environment variable \"{env}\": {why}") from None
+
+
+def _env_is_set(flag: str, environ) -> str | None:
+    """has_value_from_env: the variable of `flag` (any of its names) when it is set (a boolean's NO_ variant too)."""
+    names = next((names for names, _, _ in _FLAGS if flag in names), (flag,))
+    for name in names:
+        if name in _ENV_OF:
+            env, kind = _ENV_OF[name]
+            if env in environ or (kind == "bool" and env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_", 1) in environ):
+                return env
+    return None
+
+
+def parse_flags(argv: list[str], environ=None) -> ServerConfig:
+    """llama-server's argument parsing of `argv` (without the program name): the LLAMA_ARG_* environment variables
+    first (`environ`, default os.environ), then the command line (whose handlers run after: a --host replaces
+    LLAMA_ARG_HOST, an --alias adds to LLAMA_ARG_ALIAS, as llama-server's do). Raises FlagError for what
+    llama-server refuses too, UnsupportedFlag for a llama-server flag (or its variable) bankml does not implement."""
     cfg = ServerConfig()
+    environ = os.environ if environ is None else environ
+    _apply_env(cfg, environ)
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -339,6 +521,10 @@ def parse_flags(argv: list[str]) -> ServerConfig:
                 raise UnsupportedFlag(flag, "a llama-server flag bankml does not support (yet)")
             raise FlagError(f"error: invalid argument: {arg}")
         takes, apply = entry
+        env = _env_is_set(flag, environ)
+        if env:
+            print(f"warn: {env} environment variable is set, but will be overwritten by command line argument "
+                  f"{flag}", file=sys.stderr)
         if takes:
             if eq:
                 value = inline
@@ -385,9 +571,9 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   -b, --batch-size N         logical batch (default: 2048)
   -ub, --ubatch-size N       physical batch (default: 512)
   -n, --predict N            tokens to predict (default: -1 = until the end)
-  --host HOST                (default: 127.0.0.1)
+  --host HOST[,HOST]         addresses to listen on, or UNIX socket paths ending in .sock (default: 127.0.0.1)
   --port PORT                (default: 8080)
-  -a, --alias A[,B]          model aliases
+  -a, --alias A[,B]          model aliases; --tags T[,U]: model tags (/models)
   --api-key KEY[,KEY]        API keys (repeatable), --api-key-file FNAME
   --cors-origins O           (default: *); --cors-methods, --cors-headers, --[no-]cors-credentials
   --metrics                  enable /metrics
@@ -401,4 +587,5 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   --frequency-penalty        sampling defaults
   --jinja, --reasoning off, --no-webui, --no-warmup, -fa auto|on   accepted (bankml's only mode)
   -lv N, -v, --log-disable   logging
+Every flag's LLAMA_ARG_* environment variable is read first (llama-server's); the command line wins.
 """

@@ -52,6 +52,7 @@ class Progress:
     cache: int
     processed: int
     time_ms: int
+    stats: dict | None = None      # the slot's timings so far, with timings_per_token
 
 
 @dataclass
@@ -299,9 +300,14 @@ def run_completion(ctx, task: CompletionTask) -> None:
         stats.n_prompt_cached = n_past
         pool.metrics.prompt_cached(n_past)
         slot.keep_first(n_past)
+        def progress():
+            # send_partial_response(is_progress): the slot's timings go along with timings_per_token
+            return Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000,
+                            stats.to_json() if params.timings_per_token else None)
+
         if params.stream:
             if params.return_progress:
-                task.emit(Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000))
+                task.emit(progress())
             else:
                 task.emit(Begin())
         n_batch = ctx.n_batch
@@ -319,7 +325,7 @@ def run_completion(ctx, task: CompletionTask) -> None:
             stats.t_prompt_last = time_us()
             pool.metrics.decoded(len(chunk), prompt=True)
             if params.stream and params.return_progress:
-                task.emit(Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000))
+                task.emit(progress())
         sampler.begin(tokens)
         preserved = getattr(params, "preserved_tokens", None) or ()
         while True:

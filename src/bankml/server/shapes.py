@@ -112,6 +112,8 @@ def completion_partial(ev, params, index: int = 0) -> dict:
     if isinstance(ev, Progress):
         body = {"index": index, "content": "", "tokens": [0], "stop": False, "id_slot": -1, "tokens_predicted": 0,
                 "tokens_evaluated": ev.total}
+        if ev.stats is not None:
+            body["timings"] = ev.stats
         body["prompt_progress"] = progress_json(ev)
         return body
     body = {"index": index, "content": text(ev.text), "tokens": [ev.tok], "stop": False, "id_slot": -1,
@@ -247,6 +249,8 @@ def chat_partial(ev, params, model: str, cmpl_id: str, state: ChatState, index: 
             if ev.stats is not None:
                 last["timings"] = ev.stats
         else:
+            if ev.stats is not None:
+                last["timings"] = ev.stats
             last["prompt_progress"] = progress_json(ev)
     return chunks
 
