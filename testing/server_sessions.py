@@ -73,6 +73,13 @@ def reply(answer: dict) -> str:
     return text
 
 
+def first_event_bytes(answer: dict) -> int:
+    """The length of a recorded stream's first event as it was sent (`data: <compact JSON>\n\n`)."""
+    import json
+    return len(("data: " + json.dumps(answer["sse"][0]["data"], ensure_ascii=False, separators=(",", ":"))
+                + "\n\n").encode())
+
+
 def turns(questions: list[str], stream=False, sys_text: str | None = None, at: int = 0, **kw) -> list:
     """A conversation whose steps start at step `at` of the session: each question asked with the model's
     earlier answers in the history."""
@@ -295,6 +302,61 @@ def sessions() -> list[dict]:
                             v1_completion("The capital of France is", stop="\n\nXY", max_tokens=4)],
         note="stop text held at the token limit (dropped in streams), /completion streams holding pieces, "
              "logprobs with stops, id_slot past the slot count")
+    # resumable streams (server-stream.cpp): X-Conversation-Id, GET / DELETE /v1/stream, POST /v1/streams/lookup
+    conv = "conv-stream-test::org/model:Q8_0"
+    qs = "conv_id=conv-stream-test%3A%3Aorg%2Fmodel%3AQ8_0"
+    hdr = {"X-Conversation-Id": conv}
+    add("stream_sessions", [
+        {**chat([user("hello")], stream=True, max_tokens=16), "headers": hdr},
+        post("/v1/streams/lookup", {"conversation_ids": ["conv-stream-test", "nope", "", 5, conv]}),
+        get(f"/v1/stream?{qs}&from=0"),
+        lambda prev: get(f"/v1/stream?{qs}&from={first_event_bytes(prev[0])}"),
+        get(f"/v1/stream?{qs}&from=%20+0"), get(f"/v1/stream?{qs}&from=0x10"), get(f"/v1/stream?{qs}&from=-1"),
+        get(f"/v1/stream?{qs}&from=abc"), get(f"/v1/stream?{qs}&from=99999999999999999999"),
+        get(f"/v1/stream?{qs}&from=18446744073709551615"), get(f"/v1/stream?{qs}"),
+        get("/v1/stream"), get("/v1/stream?conv_id="), get("/v1/stream?conv_id=conv-stream-test"),
+        get(f"/v1/stream/{qs}"), {"method": "DELETE", "path": f"/v1/stream?{qs}"},
+        get(f"/v1/stream?{qs}&from=0"), {"method": "DELETE", "path": f"/v1/stream?{qs}"},
+        {"method": "DELETE", "path": "/v1/stream"}, {"method": "DELETE", "path": "/v1/stream?conv_id=zzz"},
+        post("/v1/streams/lookup", {"conversation_ids": ["conv-stream-test"]})],
+        f=flags("-a", "org/model:Q8_0"),
+        note="a chat stream with X-Conversation-Id, replayed from 0, from the second event and from the end; "
+             "bad offsets and ids; DELETE (204, then 404)")
+    add("stream_sessions_kinds", [
+        {**chat([user("hello")], max_tokens=8), "headers": {"X-Conversation-Id": "c1"}},
+        get("/v1/stream?conv_id=c1&from=0"),
+        {**chat([user("hello")], max_tokens=8, stream=True, n_probs="x"), "headers": {"X-Conversation-Id": "c2"}},
+        get("/v1/stream?conv_id=c2"),
+        {**post("/v1/chat/completions", {"max_tokens": 8, "stream": True}), "headers": {"X-Conversation-Id": "c3"}},
+        get("/v1/stream?conv_id=c3"),
+        {**completion(DOC[:300], stream=True, n_predict=4, return_progress=True, timings_per_token=True),
+         "headers": {"x-conversation-id": "c4::a"}},
+        get("/v1/stream?conv_id=c4::a&from=0"),
+        {**v1_completion("Once upon a time", stream=True, max_tokens=6), "headers": {"X-Conversation-Id": "c4::b"}},
+        get("/v1/stream?conv_id=c4%3A%3Ab"),
+        post("/v1/streams/lookup", {"conversation_ids": ["c4::b", "c1", "c2", "c3"]}),
+        {**v1_completion("Once upon a time", stream=True, max_tokens=3), "headers": {"X-Conversation-Id": "c4::b"}},
+        get("/v1/stream?conv_id=c4::b"),
+        post("/v1/streams/lookup", {"conversation_ids": ["c4::b"]}),
+        {**completion("Once upon a time", stream=True, n_predict=3), "headers": {"X-Conversation-Id": ""}},
+        post("/v1/streams/lookup", {"conversation_ids": [""]}),
+        post("/v1/streams/lookup", None, raw=""), post("/v1/streams/lookup", None, raw="{nope"),
+        post("/v1/streams/lookup", {"conversation_ids": "c4::b"}), post("/v1/streams/lookup", ["c4::b"]),
+        post("/v1/streams/lookup", {}), get("/v1/streams/lookup"), post("/v1/stream", {})],
+        note="non-stream and failed requests leave no session; a /completion stream with progress and timings; "
+             "a /v1/completions stream, replaced by the next one of the same id; lookup bodies")
+    add("progress_timings", [
+        completion("The sea " * 40, stream=True, return_progress=True, timings_per_token=True, n_predict=3),
+        chat([user("The sea " * 30)], stream=True, return_progress=True, timings_per_token=True, max_tokens=3),
+        v1_completion("The sea " * 40, stream=True, return_progress=True, timings_per_token=True, max_tokens=3),
+        completion("The sea " * 40 + "and", stream=True, return_progress=True, n_predict=2)],
+        f=flags("-b", "64", "-ub", "16"), note="prompt_progress chunks with timings_per_token (the first before any "
+                                              "prompt token), in batches of 64")
+    add("aliases_and_tags", [get("/models"), get("/v1/models"), get("/props"),
+                             completion("Hi", n_predict=2), v1_completion("Hi", max_tokens=2)],
+        f=flags("--alias", "tinyllama-2,fim, code", "--tags", "chat,fim,small"),
+        note="several aliases (the first in std::set order names the model) and tags")
+
     # the bodies tests/test_server_openai_client.py makes the `openai` package send (same fields)
     oa = {"model": "bankml"}
     add("openai_client", [post("/v1/chat/completions", {"messages": [user(Q[0])], **oa, "max_tokens": 16,

@@ -8,7 +8,8 @@ way:
   (status, headers, body bytes); `answer_record(...)` turns that into the record's form: the body as JSON, as
   an SSE event list, or as text.
 - `normalize(answer, model)` blanks the values that differ from run to run (created, id, system_fingerprint,
-  the measured times of timings, /props' media marker, /metrics' rates and times) and writes the model path as
+  the measured times of timings (kept: int or float, and zero or not), stream sessions' started_at /
+  completed_at / total_bytes (zero or not), /props' media marker, /metrics' rates and times) and writes the model path as
   `$MODEL`, so that a record made on one machine compares with an answer given on another.
 - `BankmlServe(argv)` starts `bankml-serve` as a subprocess on a free port (real HTTP: headers, streams).
 - `replay(session, model)` sends a session's requests in order to a fresh server and returns the differences.
@@ -40,6 +41,8 @@ NOT_RECORDED_HEADERS = ("date",)
 # timings' keys whose values are measured, not counted
 MEASURED = ("prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_ms", "predicted_per_token_ms",
             "predicted_per_second", "save_ms", "restore_ms", "time_ms")
+# /v1/streams/lookup's clock readings, and its byte counts (a stream's timings are measured floats of any length)
+TIMESTAMPS = ("started_at", "completed_at", "total_bytes")
 # /metrics series whose values are measured times or rates
 METRICS_MEASURED = ("prompt_seconds_total", "tokens_predicted_seconds_total", "prompt_tokens_seconds",
                     "predicted_tokens_seconds")
@@ -175,8 +178,11 @@ def _norm_value(key, value, model: str):
         return "<fingerprint>"
     if key == "media_marker" and isinstance(value, str):
         return "<media>"
-    if key in MEASURED and isinstance(value, (int, float)):
-        return 0
+    if key in MEASURED and isinstance(value, (int, float)) and not isinstance(value, bool):
+        # measured: int or float is compared, and for timings' own fields zero or not (a time never measured)
+        return type(value)(value != 0 and key not in ("save_ms", "restore_ms", "time_ms"))
+    if key in TIMESTAMPS and isinstance(value, int) and not isinstance(value, bool):
+        return int(value != 0)             # unix seconds (0: not yet), bytes (0: none yet)
     return _norm(value, model)
 
 

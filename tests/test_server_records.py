@@ -26,7 +26,7 @@ def test_session_record_matches_its_definition(defined):
     for step, want in zip(rec["steps"], defined["steps"]):
         if not callable(want):
             assert step["request"] == want
-        assert step["answer"]["status"] in (200, 400, 401, 404, 413, 500, 501)
+        assert step["answer"]["status"] in (200, 204, 400, 401, 404, 413, 500, 501)
 
 
 @pytest.mark.parametrize("defined", server_sessions.bad_requests(), ids=lambda g: g["name"])
@@ -47,12 +47,22 @@ def test_counts():
 def test_normalization_blanks_only_run_dependent_values():
     a = {"status": 200, "headers": {}, "json": {
         "id": "chatcmpl-abc123", "created": 5, "system_fingerprint": "b0-unknown", "model": "/m/x.gguf",
-        "timings": {"cache_n": 3, "prompt_n": 4, "prompt_ms": 1.5, "predicted_per_second": 9.0},
+        "timings": {"cache_n": 3, "prompt_n": 4, "prompt_ms": 1.5, "predicted_per_second": 9.0,
+                    "predicted_ms": 0.0},
+        "prompt_progress": {"total": 9, "time_ms": 3},
         "choices": [{"logprobs": {"content": [{"id": 42, "token": "a"}]}}]}}
     n = sr.normalize(a, "/m/x.gguf")["json"]
+    # measured times: only int or float and zero or not stay (prompt_progress.time_ms: int only)
     assert n == {"id": "chatcmpl-<id>", "created": 0, "system_fingerprint": "<fingerprint>", "model": "$MODEL",
-                 "timings": {"cache_n": 3, "prompt_n": 4, "prompt_ms": 0, "predicted_per_second": 0},
+                 "timings": {"cache_n": 3, "prompt_n": 4, "prompt_ms": 1.0, "predicted_per_second": 1.0,
+                             "predicted_ms": 0.0},
+                 "prompt_progress": {"total": 9, "time_ms": 0},
                  "choices": [{"logprobs": {"content": [{"id": 42, "token": "a"}]}}]}
+    assert sr.dumps(n["timings"]).endswith('"predicted_ms":0.0}')
+    lookup = {"status": 200, "headers": {}, "json": [{"conversation_id": "c", "is_done": True, "total_bytes": 2952,
+                                                      "started_at": 1796184750, "completed_at": 0}]}
+    assert sr.normalize(lookup, "")["json"] == [{"conversation_id": "c", "is_done": True, "total_bytes": 1,
+                                                 "started_at": 1, "completed_at": 0}]
 
 
 def test_sse_and_chunked_parsing():

@@ -6,9 +6,10 @@
 The model is loaded (and verified) before the app is returned, so the app answers at once (llama-server's
 503 "Loading model" window is the time before `bankml-serve` starts listening). Routes: bankml.server.info_api
 (/health, /props, /models), tokenize_api, template_api, completion_api (/completion, /v1/completions,
-/v1/chat/completions), slots_api (/slots, /metrics). Unknown paths and wrong methods answer llama-server's 404;
-an exception a handler did not turn into llama-server's answer becomes its 500 body (ex_wrapper), never a
-traceback. bankml.server.http.LlamaHTTP adds the headers, CORS, the API key check and the body limit.
+/v1/chat/completions), slots_api (/slots, /metrics), stream_sessions (/v1/stream, /v1/streams/lookup). Unknown
+paths and wrong methods answer llama-server's 404; an exception a handler did not turn into llama-server's answer
+becomes its 500 body (ex_wrapper), never a traceback. bankml.server.http.LlamaHTTP adds the headers, CORS, the API
+key check and the body limit.
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
 
 
 def _routes():
-    from . import completion_api, slots_api
+    from . import completion_api, slots_api, stream_sessions
     return (info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
-            + slots_api.routes + other_routes)
+            + slots_api.routes + stream_sessions.routes + other_routes)
 
 
 def _json_error(raw: bytes) -> Response:
@@ -98,6 +99,8 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     app = Starlette(routes=_routes(), exception_handlers={
         404: not_found, 405: not_found, BankmlError: _refusal, Exception: _server_error})
     app.state.ctx = ctx
+    from .stream_sessions import StreamSessions
+    app.state.streams = StreamSessions()
     app.state.tokenizer = ctx.tokenizer
     app.state.template = ctx.templates
     app.state.chat_options = ctx.chat_options

@@ -31,6 +31,7 @@ from .. import nljson
 from . import shapes
 from .generation import Begin, CompletionTask, Error, Final, Progress, Token
 from .http import dumps, error_response, json_response
+from .stream_sessions import conv_id_from_headers, tee
 
 log = logging.getLogger("bankml.server")
 
@@ -114,8 +115,9 @@ def parse_body(raw: bytes):
         raise RequestFailure(500, str(e)) from None
 
 
-def prepare(ctx, body, kind: str) -> Prepared:
-    """Everything llama-server does on the HTTP thread before posting the tasks. Raises RequestFailure."""
+def prepare(ctx, body, kind: str, begin=None) -> Prepared:
+    """Everything llama-server does on the HTTP thread before posting the tasks. Raises RequestFailure.
+    `begin()` is called where handle_completions_impl starts (after the chat step): a stream session opens there."""
     try:
         from .. import sampling
     except ImportError:
@@ -152,6 +154,8 @@ def prepare(ctx, body, kind: str) -> Prepared:
             data.update(greq.chat_llama_params(body, fmt))
     else:
         data = body
+    if begin is not None:
+        begin()
     try:
         if not isinstance(data, dict):
             raise nljson.NLError("[json.exception.type_error.304] cannot use at() with " + nljson.type_name(data))
@@ -232,8 +236,6 @@ class Formatter:
             if k == "completion":
                 return [shapes.completion_partial(ev, p, i)]
             if k == "oai":
-                if isinstance(ev, Progress):
-                    return []
                 return [shapes.oai_completion_partial(ev, p, self.model, self.prep.cmpl_id, i)]
             return shapes.chat_partial(ev, p, self.model, self.prep.cmpl_id, self.states[i], i)
         return []
@@ -257,12 +259,35 @@ def error_json(ev: Error) -> dict:
 async def _run(request: Request, kind: str) -> Response:
     ctx = request.app.state.ctx
     t0 = time.monotonic()
+    streams = request.app.state.streams
+    conv_id = conv_id_from_headers(request.scope.get("headers", []))
+    opened = []
+
+    def begin():
+        # server_res_spipe::set_req: an X-Conversation-Id opens (or replaces) the conversation's stream session
+        if conv_id:
+            opened.append(streams.create_or_replace(conv_id))
+
+    def evict():
+        # on_complete without a stream: the conversation's session is evicted (by its id, as llama-server does)
+        if opened:
+            streams.evict(conv_id)
+
     try:
         body = parse_body(await request.body())
-        prep = prepare(ctx, body, kind)
+        prep = prepare(ctx, body, kind, begin)
     except RequestFailure as e:
+        evict()
         _log(request, e.status, t0)
         return e.response()
+    try:
+        return await _answer(request, ctx, prep, t0, opened[0] if opened else None)
+    finally:
+        if not (opened and opened[0].on_cancel is not None):
+            evict()
+
+
+async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> Response:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
 
@@ -346,7 +371,8 @@ async def _run(request: Request, kind: str) -> Response:
         finally:
             cancel()
 
-    return StreamingResponse(gen(), status_code=200,     # no "; charset=..." (Starlette would add one)
+    body = gen() if session is None else tee(session, gen())
+    return StreamingResponse(body, status_code=200,     # no "; charset=..." (Starlette would add one)
                              headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
 
 

@@ -152,17 +152,23 @@ def oai_completion_final(res: Final, params, model: str, cmpl_id: str, index: in
     return body
 
 
-def oai_completion_partial(ev: Token, params, model: str, cmpl_id: str, index: int = 0) -> dict:
+def oai_completion_partial(ev, params, model: str, cmpl_id: str, index: int = 0) -> dict:
+    """A /v1/completions stream chunk: a Token, or a Progress (no text, its prompt_progress)."""
+    from .generation import Progress
+    progress = isinstance(ev, Progress)
     logprobs = None
-    if ev.probs is not None and ev.probs.probs:
+    if not progress and ev.probs is not None and ev.probs.probs:
         logprobs = {"content": probs_to_json([ev.probs], params.post_sampling_probs)}
     body = {
-        "choices": [{"text": text(ev.text), "index": index, "logprobs": logprobs, "finish_reason": None}],
+        "choices": [{"text": "" if progress else text(ev.text), "index": index, "logprobs": logprobs,
+                     "finish_reason": None}],
         "created": int(time.time()), "model": model, "system_fingerprint": BUILD_INFO,
         "object": "text_completion", "id": cmpl_id,
     }
     if ev.stats is not None:
         body["timings"] = ev.stats
+    if progress:
+        body["prompt_progress"] = progress_json(ev)
     return body
 
 
