@@ -345,6 +345,16 @@ def sessions() -> list[dict]:
         post("/v1/streams/lookup", {}), get("/v1/streams/lookup"), post("/v1/stream", {})],
         note="non-stream and failed requests leave no session; a /completion stream with progress and timings; "
              "a /v1/completions stream, replaced by the next one of the same id; lookup bodies")
+    def conv_stream(cid, **kw):
+        return {**completion("Hi", stream=True, n_predict=1, **kw), "headers": {"X-Conversation-Id": cid}}
+    ids = ["m", "m::a", "m::b", "m::c", "m::d", "m::e", "mm", "m::f"]
+    add("stream_sessions_order", [conv_stream(c) for c in ids] + [
+        post("/v1/streams/lookup", {"conversation_ids": ["m", "m::a"]}),
+        {"method": "DELETE", "path": "/v1/stream?conv_id=m%3A%3Ab"}, conv_stream("m::g"), conv_stream("m::a"),
+        {"method": "DELETE", "path": "/v1/stream?conv_id=m"}, conv_stream("m::h"), conv_stream("m"),
+        post("/v1/streams/lookup", {"conversation_ids": ["m", "mm"]})],
+        note="lookup lists the sessions of an id in the order of llama-server's std::unordered_map (inserts, "
+             "replacements, erases)")
     add("progress_timings", [
         completion("The sea " * 40, stream=True, return_progress=True, timings_per_token=True, n_predict=3),
         chat([user("The sea " * 30)], stream=True, return_progress=True, timings_per_token=True, max_tokens=3),

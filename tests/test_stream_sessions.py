@@ -71,6 +71,23 @@ def test_replace_evict_lookup_and_gc():
     assert GC_INTERVAL_SECONDS == 60
 
 
+def test_sessions_iterate_in_unordered_map_order():
+    from bankml.server.stream_sessions import CxxMapOrder
+    from bankml.tokenizer._cxx import unordered_map_order
+    keys = [f"conv-{i}::org/model" for i in range(40)]      # past two rehashes (13 and 29 buckets)
+    o = CxxMapOrder()
+    for k in keys:
+        o.insert(k)
+    assert o.keys == [keys[i] for i in unordered_map_order([k.encode() for k in keys])]
+    # an erase only unlinks; the next key goes first in its bucket's run or first of all
+    o.erase(keys[5])
+    rest = list(o.keys)
+    o.insert("new")
+    b = o._bucket("new")
+    first = next((i for i, k in enumerate(rest) if o._bucket(k) == b), 0)
+    assert o.keys == rest[:first] + ["new"] + rest[first:]
+
+
 def test_from_is_parsed_as_stoull():
     assert [_stoull(x) for x in ("0", " +12", "\t7x", "0x10", "-1", "18446744073709551615")] == \
         [0, 12, 7, 0, 2**64 - 1, 2**64 - 1]

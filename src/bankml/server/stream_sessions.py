@@ -114,35 +114,89 @@ class StreamSession:
             await self._changed.wait()
 
 
+class CxxMapOrder:
+    """The iteration order of a libstdc++ std::unordered_map<std::string, V> under inserts of new keys and erases:
+    the nodes of one bucket (std::hash % bucket count) are contiguous; a new key goes first in its bucket's run, or
+    first in the whole list when its bucket is empty; a rehash (the growth schedule of
+    bankml.tokenizer._cxx.GROWTH, when the size would pass the bucket count) re-inserts every node the same way in
+    the old order; an erase only unlinks its node."""
+
+    def __init__(self):
+        self.keys: list[str] = []
+        self.n_buckets = 1
+        self.next_resize = 0
+        self._hash: dict[str, int] = {}
+
+    def _bucket(self, key: str) -> int:
+        h = self._hash.get(key)
+        if h is None:
+            from ..tokenizer._cxx import std_hash
+            h = self._hash[key] = std_hash(key.encode("utf-8", "surrogateescape"))
+        return h % self.n_buckets
+
+    def _link(self, keys: list[str], key: str) -> None:
+        b = self._bucket(key)
+        i = next((i for i, k in enumerate(keys) if self._bucket(k) == b), 0)
+        keys.insert(i, key)
+
+    def insert(self, key: str) -> None:
+        if len(self.keys) + 1 > self.next_resize:
+            from ..tokenizer._cxx import GROWTH
+            self.n_buckets = next(nb for _, nb in GROWTH if nb > self.n_buckets)
+            self.next_resize = self.n_buckets
+            old, self.keys = self.keys, []
+            for k in old:
+                self._link(self.keys, k)
+        self._link(self.keys, key)
+
+    def erase(self, key: str) -> None:
+        self.keys.remove(key)
+        self._hash.pop(key, None)
+
+
 class StreamSessions:
-    """stream_session_manager: the live sessions by conversation id (at most one each), and their GC."""
+    """stream_session_manager: the live sessions by conversation id (at most one each), and their GC. `sessions`
+    iterates in the order of llama-server's std::unordered_map (lookup answers in it)."""
 
     def __init__(self, clock=now_seconds, max_bytes: int = MAX_BYTES):
-        self.sessions: dict[str, StreamSession] = {}
+        self._map: dict[str, StreamSession] = {}
+        self._order = CxxMapOrder()
         self.clock = clock
         self.max_bytes = max_bytes
         self._gc_task = None
 
+    @property
+    def sessions(self) -> dict[str, StreamSession]:
+        return {k: self._map[k] for k in self._order.keys}
+
+    def _pop(self, conversation_id: str) -> StreamSession | None:
+        s = self._map.pop(conversation_id, None)
+        if s is not None:
+            self._order.erase(conversation_id)
+        return s
+
     def create_or_replace(self, conversation_id: str) -> StreamSession:
         self._start_gc()
         fresh = StreamSession(conversation_id, self.max_bytes, self.clock)
-        previous = self.sessions.get(conversation_id)
-        self.sessions[conversation_id] = fresh
+        previous = self._map.get(conversation_id)
+        if previous is None:
+            self._order.insert(conversation_id)
+        self._map[conversation_id] = fresh
         if previous is not None:
             previous.cancel()
             previous.finalize()
         return fresh
 
     def get(self, conversation_id: str) -> StreamSession | None:
-        return self.sessions.get(conversation_id)
+        return self._map.get(conversation_id)
 
     def evict(self, conversation_id: str) -> None:
-        s = self.sessions.pop(conversation_id, None)
+        s = self._pop(conversation_id)
         if s is not None:
             s.finalize()
 
     def evict_and_cancel(self, conversation_id: str) -> None:
-        s = self.sessions.pop(conversation_id, None)
+        s = self._pop(conversation_id)
         if s is None:
             log.warning("stop on unknown stream session, conv_id=%s matched nothing, %d live: [%s]",
                         conversation_id, len(self.sessions), ", ".join(self.sessions))
@@ -152,8 +206,9 @@ class StreamSessions:
 
     def lookup(self, ids: list[str]) -> list[StreamSession]:
         out = []
+        live = list(self.sessions.values())
         for rid in ids:
-            for s in self.sessions.values():
+            for s in live:
                 if s.conversation_id == rid or s.conversation_id.startswith(rid + "::"):
                     out.append(s)
         return out
@@ -161,9 +216,9 @@ class StreamSessions:
     def collect(self) -> None:
         """One GC pass: evict the sessions finished at least TTL_SECONDS ago."""
         cutoff = self.clock() - TTL_SECONDS
-        for cid, s in list(self.sessions.items()):
+        for cid, s in self.sessions.items():
             if s.completed_at != 0 and s.completed_at <= cutoff:
-                del self.sessions[cid]
+                self._pop(cid)
                 s.finalize()
 
     def _start_gc(self) -> None:
@@ -185,7 +240,8 @@ class StreamSessions:
         if self._gc_task is not None:
             self._gc_task.cancel()
             self._gc_task = None
-        sessions, self.sessions = list(self.sessions.values()), {}
+        sessions = list(self.sessions.values())
+        self._map, self._order = {}, CxxMapOrder()
         for s in sessions:
             s.finalize()
 
