@@ -27,10 +27,17 @@ def test_the_oracle_command_line_parses():
 
 def test_values_lists_and_sampling_defaults():
     cfg = parse_flags(["--alias", "b,a", "-a", "c", "--api-key", "k1,k2", "--api-key", "k3", "--temp", "0",
-                       "--seed", "-1", "-n", "16", "--metrics", "--no-slots", "--ctx-size=512"])
+                       "--seed", "-1", "-n", "16", "--metrics", "--no-slots", "--ctx_size", "512"])
     assert cfg.aliases == ["b", "a", "c"] and cfg.api_keys == ["k1", "k2", "k3"]
     assert cfg.sampling == {"temp": 0.0, "seed": 4294967295}
     assert (cfg.n_predict, cfg.endpoint_metrics, cfg.endpoint_slots, cfg.n_ctx) == (16, True, False, 512)
+
+
+def test_underscores_and_no_equals_form():
+    # llama-server reads --ctx_size as --ctx-size, and has no --flag=value form
+    assert parse_flags(["--ctx_size", "512", "--n_predict", "3"], environ={}).n_ctx == 512
+    with pytest.raises(FlagError, match="^error: invalid argument: --ctx-size=512$"):
+        parse_flags(["--ctx-size=512"], environ={})
 
 
 def test_unknown_flag_is_an_error():

@@ -513,30 +513,25 @@ def parse_flags(argv: list[str], environ=None) -> ServerConfig:
     _apply_env(cfg, environ)
     i = 0
     while i < len(argv):
-        arg = argv[i]
-        flag, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        # parse_cli_args: a "--" word has its underscores read as dashes (--ctx_size); "--flag=value" is not a
+        # form llama-server knows (an invalid argument)
+        flag = argv[i].replace("_", "-") if argv[i].startswith("--") else argv[i]
         entry = _TABLE.get(flag)
         if entry is None:
             if flag in LLAMA_FLAGS:
                 raise UnsupportedFlag(flag, "a llama-server flag bankml does not support (yet)")
-            raise FlagError(f"error: invalid argument: {arg}")
+            raise FlagError(f"error: invalid argument: {flag}")
         takes, apply = entry
         env = _env_is_set(flag, environ)
         if env:
             print(f"warn: {env} environment variable is set, but will be overwritten by command line argument "
                   f"{flag}", file=sys.stderr)
+        value = None
         if takes:
-            if eq:
-                value = inline
-            else:
-                i += 1
-                if i >= len(argv):
-                    raise FlagError(f"error: expected value for argument: {flag}")
-                value = argv[i]
-        else:
-            if eq:
-                raise FlagError(f"error: invalid argument: {arg}")
-            value = None
+            i += 1
+            if i >= len(argv):
+                raise FlagError(f"error: expected value for argument: {flag}")
+            value = argv[i]
         if apply is not None:
             apply(cfg, flag, value)
         i += 1
