@@ -33,6 +33,16 @@ def test_values_lists_and_sampling_defaults():
     assert (cfg.n_predict, cfg.endpoint_metrics, cfg.endpoint_slots, cfg.n_ctx) == (16, True, False, 512)
 
 
+def test_numbers_read_as_stoi_and_stof():
+    cfg = parse_flags(["-c", " +512x", "--temp", "0.5abc", "--top-p", ".5", "-sps", "1e-1"], environ={})
+    assert (cfg.n_ctx, cfg.sampling["temp"], cfg.sampling["top_p"], cfg.slot_prompt_similarity) == (512, 0.5, 0.5,
+                                                                                                    0.1)
+    for argv, what in ((["-c", "x1"], "stoi"), (["-c", "2147483648"], "stoi"), (["--temp", "e1"], "stof"),
+                       (["--temp", "3.5e38"], "stof")):
+        with pytest.raises(FlagError, match=f'argument "{argv[0]}": {what}$'):
+            parse_flags(argv, environ={})
+
+
 def test_underscores_and_no_equals_form():
     # llama-server reads --ctx_size as --ctx-size, and has no --flag=value form
     assert parse_flags(["--ctx_size", "512", "--n_predict", "3"], environ={}).n_ctx == 512

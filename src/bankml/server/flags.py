@@ -16,6 +16,7 @@ Sampling defaults given on the command line (--temp, --seed, --top-k, ...) are c
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -175,18 +176,30 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+_NUM_PREFIX_INT = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+_NUM_PREFIX_FLOAT = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                               r"|inf(?:inity)?|nan))", re.IGNORECASE)
+
+
 def _int(flag: str, v: str) -> int:
-    try:
-        return int(v, 10)
-    except ValueError:
+    """std::stoi: leading white space, a sign, the leading digits (the rest ignored); no digit or past int32:
+    an error."""
+    m = _NUM_PREFIX_INT.match(v)
+    if m is None or not -2**31 <= int(m.group(1)) < 2**31:
         raise FlagError(f"error while handling argument \"{flag}\": stoi") from None
+    return int(m.group(1))
 
 
 def _float(flag: str, v: str) -> float:
-    try:
-        return float(v)
-    except ValueError:
+    """std::stof's reading of a decimal number (strtof: the longest prefix that is one; past float: an error)."""
+    m = _NUM_PREFIX_FLOAT.match(v)
+    if m is None:
         raise FlagError(f"error while handling argument \"{flag}\": stof") from None
+    x = float(m.group(1))
+    # rounding to float overflows from FLT_MAX + half an ulp on (ERANGE: out_of_range)
+    if abs(x) >= 3.4028235677973366e38 and "inf" not in m.group(1).lower():
+        raise FlagError(f"error while handling argument \"{flag}\": stof") from None
+    return x
 
 
 def _csv(v: str) -> list[str]:
