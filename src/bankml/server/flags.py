@@ -334,11 +334,13 @@ def parse_flags(argv: list[str]) -> ServerConfig:
     while i < len(argv):
         arg = argv[i]
         flag, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if arg.startswith("--"):          # common_params_parse: `--a_b` is `--a-b`
+            flag = flag.replace("_", "-")
         entry = _TABLE.get(flag)
         if entry is None:
             if flag in LLAMA_FLAGS:
                 raise UnsupportedFlag(flag, "a llama-server flag bankml does not support (yet)")
-            raise FlagError(f"error: invalid argument: {arg}")
+            raise FlagError(f"error: invalid argument: {arg.replace('_', '-') if arg.startswith('--') else arg}")
         takes, apply = entry
         if takes:
             if eq:
