@@ -3,7 +3,7 @@
     python -m testing.record_sampling params    # request bodies -> status + error body + generation_settings
     python -m testing.record_sampling chain     # sampler chain cases through libllama's llama_sampler_* C API
     python -m testing.record_sampling e2e       # seeded generations (64 tokens) over sampler variants, both models
-    python -m testing.record_sampling backend   # seeded generations under --backend-sampling (port 9551)
+    python -m testing.record_sampling backend   # seeded generations under --backend-sampling (ports 9551, 9553)
 
 Developer tool: needs the oracle build (testing/build_oracle.sh) and the models. Each part rewrites its file.
 Ports 8191-8199.
@@ -63,8 +63,8 @@ def main(argv: list[str]) -> None:
         from testing.record_sampling_e2e import record_e2e
         record_e2e()
     if what == "backend":
-        from testing.record_sampling_backend import record_backend
-        record_backend()
+        from testing.record_sampling_backend import record_backend_all
+        record_backend_all()
 
 
 if __name__ == "__main__":

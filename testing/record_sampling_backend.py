@@ -56,11 +56,32 @@ VARIANTS: list[tuple[dict, int, bool]] = [
     ({"dry_multiplier": 0.8}, 0, False),
     ({}, 5, False),                                   # pre-sampling probabilities: the CPU chain
     ({"grammar": 'root ::= [a-z ,]+ "."'}, 3, True),   # a grammar: the CPU chain
+    ({"repeat_penalty": 1.3}, 5, True),
+    ({"frequency_penalty": 0.5, "presence_penalty": 0.7, "repeat_penalty": 1.1}, 5, True),
+    ({"samplers": ["top_k", "penalties", "temperature"], "repeat_penalty": 1.3, "frequency_penalty": 0.2}, 5, True),
+    ({"repeat_penalty": 1.2, "repeat_last_n": 4}, 5, True),
+    ({"repeat_penalty": 1.2, "presence_penalty": -0.3, "repeat_last_n": -1}, 4, True),
+    ({"dynatemp_range": 0.5}, 5, True),
+    ({"dynatemp_range": 1.0, "dynatemp_exponent": 2.0, "top_k": 0}, 5, True),
+    ({"dynatemp_range": 0.3, "temperature": 1.0, "dynatemp_exponent": 0.5}, 5, True),
+    ({"samplers": ["temperature", "top_k", "top_p"], "dynatemp_range": 0.4, "top_p": 0.7}, 5, True),
+    ({"logit_bias": [[11, -1.5], [11, 2.0]]}, 0, False),   # a token twice: bankml refuses (set_rows races)
+    ({"ignore_eos": True, "logit_bias": [[28, 2.0], [30, -1.0]]}, 5, True),
+    ({"top_k": 3, "top_p": 0.3, "min_p": 0.3, "temperature": 2.0}, 3, True),
+    ({"mirostat": 2, "temperature": 0.5}, 4, True),
 ]
+# generation_settings of a one-token request (backend_sampling as the slot's task reports it)
+SETTINGS = [{}, {"backend_sampling": False}, {"backend_sampling": True, "grammar": 'root ::= "a"'},
+            {"backend_sampling": True, "n_probs": 3}, {"grammar": 'root ::= "a"'}]
 SEEDS = [4242, 42, 7, 123456]
 
 
-def record_backend(model: str = "smollm2-135m-instruct-q4_1.gguf", port: int = 9551) -> None:
+def record_backend_all() -> None:
+    record_backend("smollm2-135m-instruct-q4_1.gguf", 9551)
+    record_backend("smollm2-135m-instruct-q8_0.gguf", 9553, every=3)
+
+
+def record_backend(model: str = "smollm2-135m-instruct-q4_1.gguf", port: int = 9551, every: int = 1) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     out_path = OUT / f"backend_{model.replace('.gguf', '')}.json"
     recs: list[dict] = []
@@ -73,6 +94,8 @@ def record_backend(model: str = "smollm2-135m-instruct-q4_1.gguf", port: int = 9
         for bs in (True, False):
             jobs.append((f"suite-{bs}", {"backend_sampling": bs}, 4, 4242, 10, True, 20))
         for vi, (v, n, post) in enumerate(VARIANTS):
+            if vi % every:
+                continue
             for pi in (0, 2, 4) if vi < 2 else (vi % 4, 4):
                 seed = SEEDS[(vi + pi) % len(SEEDS)]
                 jobs.append((f"v{vi}-p{pi}", dict(v, backend_sampling=True), pi, seed, n, post, N_PREDICT))
@@ -81,6 +104,13 @@ def record_backend(model: str = "smollm2-135m-instruct-q4_1.gguf", port: int = 9
             jobs.append((f"v{vi}-default", dict(v), 1, 99, n, post, N_PREDICT))
             jobs.append((f"v{vi}-false", dict(v, backend_sampling=False), 1, 99, n, post, N_PREDICT))
         jobs.append(("stream-post", {"backend_sampling": True, "stream": True}, 3, 5, 3, True, N_PREDICT))
+        jobs.append(("stream", {"backend_sampling": True, "stream": True}, 0, 11, 0, False, N_PREDICT))
+        settings = []
+        for body in SETTINGS:
+            sent = dict(body, prompt="Hi", n_predict=1, cache_prompt=False, seed=1)
+            status, _, raw = srv.post("/completion", sent, timeout=60)
+            settings.append({"body": sent, "status": status,
+                             "generation_settings": json.loads(raw).get("generation_settings")})
         for name, v, pi, seed, n, post, n_predict in jobs:
             body = {"prompt": PROMPTS_BS[pi], "n_predict": n_predict, "cache_prompt": False, "return_tokens": True,
                     "seed": seed}
@@ -93,5 +123,5 @@ def record_backend(model: str = "smollm2-135m-instruct-q4_1.gguf", port: int = 9
             if len(recs) % 10 == 0 or len(recs) == len(jobs):
                 out_path.write_text(
                     json.dumps({"model": model, "server_args": ARGS, "prompts": PROMPTS_BS, "prompt_tokens": ptoks,
-                                "props": props, "records": recs}, ensure_ascii=False, indent=0) + "\n",
+                                "props": props, "settings": settings, "records": recs}, ensure_ascii=False, indent=0) + "\n",
                     encoding="utf-8")

@@ -78,7 +78,7 @@ void bk_be_top_p(bk_cands *c, float p) {
     unsigned char *keep = malloc(n ? n : 1);
     for (size_t i = 0; i < n; i++) {
         cum = i == 0 ? s[0] : cum + s[i];      /* ggml_vec_cumsum_f32 */
-        keep[i] = (p - cum) > 0.0f;            /* scale_bias(cdf, -1, p), step */
+        keep[i] = fmaf(cum, -1.0f, p) > 0.0f;  /* scale_bias(cdf, -1, p), step */
         cnt += (double) keep[i];               /* ggml_sum: double sum, stored as float */
     }
     float idxf = (float) cnt;
@@ -93,7 +93,7 @@ void bk_be_top_p(bk_cands *c, float p) {
 }
 
 void bk_be_min_p(bk_cands *c, float p) {
-    const float thr = c->data[argmax_logit(c)].logit + logf(p);   /* scale_bias(max, 1, logf(p)) */
+    const float thr = fmaf(c->data[argmax_logit(c)].logit, 1.0f, logf(p));   /* scale_bias(max, 1, logf(p)) */
     for (size_t i = 0; i < c->size; i++) {
         const float l = c->data[i].logit;
         c->data[i].logit = l + ((l - thr) > 0.0f ? 0.0f : -INFINITY);
@@ -119,6 +119,66 @@ void bk_be_logit_bias(bk_cands *c, const int32_t *tokens, const float *biases, s
     free(b);
 }
 
+static inline float penalize(float x, int32_t cnt, float r, float inv_r, float freq, float present) {
+    const float act = (float) cnt > 0.0f ? 1.0f : 0.0f;          /* step(counts_f32) */
+    if (r != 1.0f) {
+        const float pos = x > 0.0f ? 1.0f : 0.0f;
+        const float neg = 1.0f - pos;
+        float s = pos * inv_r + neg * r;                           /* scale, scale, add */
+        s = s * act;
+        s = s + (1.0f - act);
+        x = x * s;
+    }
+    if (freq != 0.0f) x = x - (float) cnt * freq;
+    if (present != 0.0f) x = x - act * present;
+    return x;
+}
+
+void bk_be_penalties(bk_cands *c, const int32_t *counts, int32_t n_vocab, int32_t n_max, int has_candidates,
+                     float repeat, float freq, float present) {
+    const float inv_r = 1.0f / repeat;
+    if (has_candidates) {
+        for (size_t i = 0; i < c->size; i++) {
+            const int32_t id = c->data[i].id;
+            c->data[i].logit = penalize(c->data[i].logit, counts[id], repeat, inv_r, freq, present);
+        }
+        return;
+    }
+    /* gathered at the counted tokens (sorted ids) and the filler, scattered back; entry t is token t */
+    int32_t n_active = 0, filler = -1;
+    for (int32_t t = 0; t < n_vocab; t++) {
+        if (counts[t] > 0) n_active++;
+        else if (filler < 0) filler = t;
+    }
+    float fill_v = 0.0f;
+    if (n_active < n_max && filler >= 0) fill_v = penalize(c->data[filler].logit, 0, repeat, inv_r, freq, present);
+    for (int32_t t = 0; t < n_vocab; t++) {
+        if (counts[t] > 0) c->data[t].logit = penalize(c->data[t].logit, counts[t], repeat, inv_r, freq, present);
+    }
+    if (n_active < n_max && filler >= 0) c->data[filler].logit = fill_v;
+}
+
+void bk_be_dynatemp(bk_cands *c, float temp, float delta, float exponent) {
+    const size_t n = c->size;
+    const float min_temp = 0.0f > temp - delta ? 0.0f : temp - delta;
+    const float max_temp = temp + delta;
+    const float max_entropy = logf((float) (int64_t) n);
+    float *pr = logits_of(c);
+    bk_ggml_soft_max_row((int) n, pr, pr);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float q = pr[i] < 1.0f ? pr[i] : 1.0f;                   /* clamp(1e-10, 1) */
+        q = q > 1e-10f ? q : 1e-10f;
+        sum += (double) (q * logf(q));                           /* log, mul, sum */
+    }
+    free(pr);
+    const float entropy = (float) sum * -1.0f;
+    const float norm = entropy * (1.0f / max_entropy);
+    const float pw = expf(logf(norm) * exponent);
+    const float dyn = fmaf(pw, max_temp - min_temp, min_temp);  /* scale_bias */
+    for (size_t i = 0; i < n; i++) c->data[i].logit = c->data[i].logit / dyn;
+}
+
 int64_t bk_be_dist(bk_cands *c, float u) {
     const size_t n = c->size;
     float *pr = logits_of(c);
@@ -135,7 +195,7 @@ int64_t bk_be_dist(bk_cands *c, float u) {
     const float nf = (float) n;
     idxf = idxf < nf ? idxf : nf;              /* clamp(1, n) */
     idxf = idxf > 1.0f ? idxf : 1.0f;
-    const float pos = -idxf + nf;              /* scale_bias(-1, n): exact for integers */
+    const float pos = fmaf(idxf, -1.0f, nf);   /* scale_bias(-1, n) */
     c->selected = (int64_t) (int32_t) pos;
     c->sorted = 0;
     return c->selected;

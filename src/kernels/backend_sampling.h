@@ -12,6 +12,13 @@
  *           tail, times (float)(1/sum)), float cumsum, count of cumsum - u > 0 clamped to [1, n],
  *           selected = n - count; u = (float) uniform_real_distribution<double>
  *   logit bias: logit + bias (+ 0.0f for every other entry)
+ *   penalties: per entry with count c (active = c > 0): x * (active ? (x > 0 ? 1/r : r) : 1), then
+ *           - c * freq, then - active * present (each only when its parameter is set); without candidates
+ *           (before top-k) only the active tokens and the filler (the smallest id not counted, when fewer
+ *           than min(last_n, n_vocab) are counted) go through it
+ *   dynatemp: entropy of the clamped ggml softmax (double sum), normalized by logf(n), powed through
+ *           expf(exponent * logf(.)), fma(pow, max_t - min_t, min_t), logits / that
+ * scale_bias(x, s, b) is fma(x, s, b) (ggml-cpu is built with -mfma and GCC contracts x*s + b).
  */
 #ifndef BK_BACKEND_SAMPLING_H
 #define BK_BACKEND_SAMPLING_H
@@ -26,6 +33,9 @@ void    bk_be_top_p(bk_cands *c, float p);
 void    bk_be_min_p(bk_cands *c, float p);
 void    bk_be_temp(bk_cands *c, float temp);
 void    bk_be_logit_bias(bk_cands *c, const int32_t *tokens, const float *biases, size_t n);  /* no duplicates */
+void    bk_be_penalties(bk_cands *c, const int32_t *counts, int32_t n_vocab, int32_t n_max, int has_candidates,
+                        float repeat, float freq, float present);
+void    bk_be_dynatemp(bk_cands *c, float temp, float delta, float exponent);
 int64_t bk_be_dist(bk_cands *c, float u);                  /* returns (and sets) selected; p = probabilities */
 
 #endif

@@ -64,6 +64,9 @@ cdef extern from "backend_sampling.h" nogil:
     void bk_be_temp(bk_cands *c, float temp)
     void bk_be_logit_bias(bk_cands *c, const int32_t *tokens, const float *biases, size_t n)
     int64_t bk_be_dist(bk_cands *c, float u)
+    void bk_be_penalties(bk_cands *c, const int32_t *counts, int32_t n_vocab, int32_t n_max, int has_candidates,
+                         float repeat, float freq, float present)
+    void bk_be_dynatemp(bk_cands *c, float temp, float delta, float exponent)
 
 
 def ggml_soft_max(const float[::1] x):
@@ -319,6 +322,15 @@ cdef class Candidates:
     def be_logit_bias(self, const int32_t[::1] tokens, const float[::1] biases):
         if tokens.shape[0]:
             bk_be_logit_bias(&self.c, &tokens[0], &biases[0], tokens.shape[0])
+
+    def be_penalties(self, const int32_t[::1] counts, int32_t n_max, bint has_candidates, float repeat,
+                     float freq, float present):
+        with nogil:
+            bk_be_penalties(&self.c, &counts[0], counts.shape[0], n_max, has_candidates, repeat, freq, present)
+
+    def be_dynatemp(self, float temp, float delta, float exponent):
+        with nogil:
+            bk_be_dynatemp(&self.c, temp, delta, exponent)
 
     def be_dist(self, float u):
         """the dist graph with the uniform draw u; returns the selected index"""

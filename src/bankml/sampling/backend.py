@@ -8,8 +8,8 @@ sampling, has no grammar (common_sampler_init turns it off then) and does not wa
 The chain's leading samplers that have a graph (logit bias, penalties, top-k, top-p, min-p, temperature, dist,
 and every disabled - "empty" - sampler) run in the graph (src/kernels/backend_sampling.c); from the first one
 without (DRY, top-n-sigma, typical, XTC, mirostat, adaptive-p) on, the rest runs on the CPU over the graph's
-candidates, unsorted. Not reproduced (501): the penalties' graph, dynamic temperature's entropy graph,
-duplicate logit-bias tokens (set_rows races) and a top-k above the candidates it gets (ggml_top_k aborts).
+candidates, unsorted. Not reproduced (501): duplicate logit-bias tokens (set_rows races) and a top-k above
+the candidates it gets (ggml_top_k aborts).
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ def wants_backend(p: Params, grammar) -> bool:
 
 
 class Plan:
-    def __init__(self, graph: list, tail: list):
-        self.graph, self.tail = graph, tail
+    def __init__(self, graph: list, tail: list, n_vocab: int):
+        self.graph, self.tail, self.n_vocab = graph, tail, n_vocab
 
     def apply(self, c) -> None:
-        for s in self.graph:
-            _GRAPH[type(s)](s, c)
+        for s, has_cands in self.graph:
+            _GRAPH[type(s)](self, s, c, has_cands)
         for s in self.tail:
             s.apply(c)
 
@@ -67,39 +67,51 @@ def plan(p: Params, steps: list, n_vocab: int, grammar=None) -> Plan | None:
         return None
     graph: list = []
     size = n_vocab
+    has_cands = False          # a graph before this one gave `candidates` (top-k, top-p, greedy temperature)
     i = 0
     while i < len(steps) and not (isinstance(steps[i], _CPU_ONLY) and not is_empty(steps[i])):
         s = steps[i]
         i += 1
         if is_empty(s):
             continue
-        if isinstance(s, ch.Penalties):
-            raise _unsupported("the penalties sampler (repeat/frequency/presence penalty)")
-        if isinstance(s, ch.TempExt) and s.args[1] > 0.0 and s.args[0] > 0.0:
-            raise _unsupported("dynamic temperature (dynatemp_range > 0)")
         if isinstance(s, ch.LogitBias) and len(set(s.tokens.tolist())) != len(s.tokens):
             raise _unsupported("a logit bias naming a token twice")
         if isinstance(s, ch.TopK):
             if s.args[0] > size:
                 raise _unsupported(f"top_k {s.args[0]} above the {size} candidates (ggml_top_k aborts)")
             size = s.args[0]
+        graph.append((s, has_cands))
+        if isinstance(s, (ch.TopK, ch.TopP)):
+            has_cands = True
         if isinstance(s, (ch.Temp, ch.TempExt)) and s.args[0] <= 0.0:
-            size = 1
-        graph.append(s)
-    return Plan(graph, [s for s in steps[i:]])
+            size, has_cands = 1, True
+    return Plan(graph, [s for s in steps[i:]], n_vocab)
 
 
-def _dist(s: ch.Dist, c) -> None:
+def _dist(plan, s: ch.Dist, c, has_cands) -> None:
     # llama_sampler_dist_backend_set_input: a uniform_real_distribution<double> draw, stored as float
     c.be_dist(float(np.float32(s.rng.uniform_double())))
 
 
+def _penalties(plan, s: ch.Penalties, c, has_cands) -> None:
+    c.be_penalties(s.counts, min(s.last_n, plan.n_vocab), has_cands, s.repeat, s.freq, s.present)
+
+
+def _temp_ext(plan, s: ch.TempExt, c, has_cands) -> None:
+    temp, delta, exponent = s.args
+    if delta <= 0.0 or temp <= 0.0:
+        c.be_temp(temp)
+    else:
+        c.be_dynatemp(temp, delta, exponent)
+
+
 _GRAPH = {
-    ch.LogitBias: lambda s, c: c.be_logit_bias(s.tokens, s.biases),
-    ch.TopK: lambda s, c: c.be_top_k(s.args[0]),
-    ch.TopP: lambda s, c: c.be_top_p(s.args[0]),
-    ch.MinP: lambda s, c: c.be_min_p(s.args[0]),
-    ch.TempExt: lambda s, c: c.be_temp(s.args[0]),
-    ch.Temp: lambda s, c: c.be_temp(s.args[0]),
+    ch.LogitBias: lambda plan, s, c, h: c.be_logit_bias(s.tokens, s.biases),
+    ch.Penalties: _penalties,
+    ch.TopK: lambda plan, s, c, h: c.be_top_k(s.args[0]),
+    ch.TopP: lambda plan, s, c, h: c.be_top_p(s.args[0]),
+    ch.MinP: lambda plan, s, c, h: c.be_min_p(s.args[0]),
+    ch.TempExt: _temp_ext,
+    ch.Temp: lambda plan, s, c, h: c.be_temp(s.args[0]),
     ch.Dist: _dist,
 }

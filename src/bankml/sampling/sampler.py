@@ -123,6 +123,8 @@ class Sampler:
         if (p.reasoning_budget_start and p.reasoning_budget_end
                 and (p.grammar_lazy or p.reasoning_budget_tokens >= 0 or p.reasoning_control)):
             raise unsupported("the reasoning budget sampler")
+        if p.backend_sampling and self.grammar is not None:
+            p.backend_sampling = False    # common_sampler_init turns it off in the task's params (not with grammar)
         self.chain = ch.Chain(chain_steps(p, self.n_vocab, tokenizer))
         self.backend = backend.plan(p, self.chain.steps, self.n_vocab, self.grammar)
         self.cands = ch.Candidates(self.n_vocab)
