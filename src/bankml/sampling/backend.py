@@ -8,8 +8,9 @@ sampling, has no grammar (common_sampler_init turns it off then) and does not wa
 The chain's leading samplers that have a graph (logit bias, penalties, top-k, top-p, min-p, temperature, dist,
 and every disabled - "empty" - sampler) run in the graph (src/kernels/backend_sampling.c); from the first one
 without (DRY, top-n-sigma, typical, XTC, mirostat, adaptive-p) on, the rest runs on the CPU over the graph's
-candidates, unsorted. Not reproduced (501): duplicate logit-bias tokens (set_rows races) and a top-k above
-the candidates it gets (ggml_top_k aborts).
+candidates, unsorted. Not reproduced (501): duplicate logit-bias tokens (set_rows races), a top-k above the
+candidates it gets (ggml_top_k aborts), a top-k or top-p after a sampler that gave 2-D candidates (a second
+top-k / top-p: llama-server aborts).
 """
 
 from __future__ import annotations
@@ -65,9 +66,15 @@ class Plan:
 def plan(p: Params, steps: list, n_vocab: int, grammar=None) -> Plan | None:
     if not wants_backend(p, grammar):
         return None
+    return plan_steps(steps, n_vocab)
+
+
+def plan_steps(steps: list, n_vocab: int) -> Plan:
+    """llama_sampler_chain_backend_init's split of the chain, with the graph shapes that make llama-server abort
+    refused"""
     graph: list = []
     size = n_vocab
-    has_cands = False          # a graph before this one gave `candidates` (top-k, top-p, greedy temperature)
+    cands = 0      # the graph's candidates so far: 0 none, 1 a 1-D tensor (or one row), else a 2-D tensor's rows
     i = 0
     while i < len(steps) and not (isinstance(steps[i], _CPU_ONLY) and not is_empty(steps[i])):
         s = steps[i]
@@ -79,12 +86,15 @@ def plan(p: Params, steps: list, n_vocab: int, grammar=None) -> Plan | None:
         if isinstance(s, ch.TopK):
             if s.args[0] > size:
                 raise _unsupported(f"top_k {s.args[0]} above the {size} candidates (ggml_top_k aborts)")
-            size = s.args[0]
-        graph.append((s, has_cands))
         if isinstance(s, (ch.TopK, ch.TopP)):
-            has_cands = True
+            if cands > 1:
+                raise _unsupported(f"{s.name} after a sampler that gave candidates rows (llama-server aborts)")
+            size = s.args[0] if isinstance(s, ch.TopK) else size
+        graph.append((s, cands > 0))
+        if isinstance(s, (ch.TopK, ch.TopP)):
+            cands = 1 if cands == 0 else size
         if isinstance(s, (ch.Temp, ch.TempExt)) and s.args[0] <= 0.0:
-            size, has_cands = 1, True
+            size, cands = 1, 1
     return Plan(graph, [s for s in steps[i:]], n_vocab)
 
 
