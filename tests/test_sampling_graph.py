@@ -61,3 +61,22 @@ def test_graph_cases(records):
             n_steps += 1
     print(f"graph: {n_steps} steps identical ({n_sampled} sampled in the graph, {n_tail} through a CPU tail)")
     assert n_steps >= 550 and n_sampled >= 300 and n_tail >= 100
+
+
+def test_graph_refusals_and_split():
+    """what llama-server cannot run in the graph (it aborts or races) is refused with 501 naming it; the split
+    stops at the first sampler without a graph, disabled ones do not stop it"""
+    from bankml.sampling.params import RequestError
+    n = 100
+    for steps, what in (([ch.LogitBias([(3, 1.0), (3, -1.0)]), ch.Dist(1)], "a token twice"),
+                        ([ch.TopK(101), ch.Dist(1)], "top_k 101 above the 100"),
+                        ([ch.TopK(5), ch.TopP(0.9, 0), ch.TopK(2), ch.Dist(1)], "top-k after"),
+                        ([ch.TopP(0.9, 0), ch.TopP(0.5, 0), ch.TopP(0.4, 0), ch.Dist(1)], "top-p after")):
+        with pytest.raises(RequestError) as e:
+            backend.plan_steps(steps, n)
+        assert e.value.status == 501 and what in e.value.message and "backend sampling" in e.value.message
+    steps = [ch.TopK(40), ch.Typical(1.0, 0), ch.Xtc(0.0, 0.1, 0, 1), ch.TopP(0.9, 0), ch.Typical(0.5, 0),
+             ch.MinP(0.05, 0), ch.Dist(1)]
+    plan = backend.plan_steps(steps, n)
+    assert [s for s, _ in plan.graph] == [steps[0], steps[3]] and plan.tail == steps[4:]
+    assert [h for _, h in plan.graph] == [False, True]
