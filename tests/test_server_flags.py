@@ -49,6 +49,15 @@ def test_underscores_and_no_equals_form():
     with pytest.raises(FlagError, match="^error: invalid argument: --ctx-size=512$"):
         parse_flags(["--ctx-size=512"], environ={})
 
+def test_backend_sampling_flag_and_underscores():
+    """-bs / --backend-sampling; common_params_parse reads `--a_b` as `--a-b` (the server suite passes
+    --backend_sampling)"""
+    for argv in (["-bs"], ["--backend-sampling"], ["--backend_sampling"]):
+        assert parse_flags(argv).sampling == {"backend_sampling": True}
+    assert parse_flags(["--ctx_size", "512"]).n_ctx == 512
+    with pytest.raises(FlagError, match="invalid argument: --bogus-flag"):
+        parse_flags(["--bogus_flag"])
+
 
 def test_unknown_flag_is_an_error():
     with pytest.raises(FlagError, match="invalid argument: --bogus"):

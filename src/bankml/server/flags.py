@@ -379,6 +379,7 @@ _FLAGS = [
     (("--repeat-last-n",), True, _sampling("penalty_last_n", _int)),
     (("--presence-penalty",), True, _sampling("penalty_present")),
     (("--frequency-penalty",), True, _sampling("penalty_freq")),
+    (("-bs", "--backend-sampling"), False, _sampling("backend_sampling", lambda f, v: True)),
     (("-h", "--help", "--usage"), False, _flag("help", True)),
     (("--version",), False, _flag("version", True)),
 ]
@@ -593,6 +594,7 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   -ctk, -ctv TYPE            KV cache type: f16 (default) or q8_0
   --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
   --frequency-penalty        sampling defaults
+  -bs, --backend-sampling    backend sampling by default (the sampling graph, docs/sampling.md)
   --jinja, --reasoning off, --no-webui, --no-warmup, -fa auto|on   accepted (bankml's only mode)
   -lv N, -v, --log-disable   logging
 Every flag's LLAMA_ARG_* environment variable is read first (llama-server's); the command line wins.
