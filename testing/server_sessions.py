@@ -355,6 +355,14 @@ def sessions() -> list[dict]:
         post("/v1/streams/lookup", {"conversation_ids": ["m", "mm"]})],
         note="lookup lists the sessions of an id in the order of llama-server's std::unordered_map (inserts, "
              "replacements, erases)")
+    add("stream_sessions_ids", [
+        conv_stream("conv-\u00e9::m"), post("/v1/streams/lookup", {"conversation_ids": ["conv-\u00e9"]}),
+        get("/v1/stream?conv_id=conv-%C3%A9%3A%3Am&from=0"), conv_stream("a b"),
+        get("/v1/stream?conv_id=a+b&from=0"), get("/v1/stream?conv_id=zz&conv_id=a%20b"),
+        {"method": "DELETE", "path": "/v1/stream?conv_id=a+b"},
+        post("/v1/streams/lookup", {"conversation_ids": ["a b", "conv-\u00e9::m"]})],
+        note="ids with UTF-8 and spaces: the header's bytes, the query's %XX and + decoded, the last of two "
+             "conv_id values")
     add("progress_timings", [
         completion("The sea " * 40, stream=True, return_progress=True, timings_per_token=True, n_predict=3),
         chat([user("The sea " * 30)], stream=True, return_progress=True, timings_per_token=True, max_tokens=3),

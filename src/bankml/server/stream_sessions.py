@@ -252,7 +252,7 @@ def conv_id_from_headers(raw_headers) -> str:
     value = ""
     for k, v in raw_headers:
         if k.lower() == b"x-conversation-id":
-            value = v.decode("latin-1")
+            value = v.decode("utf-8", "surrogateescape")     # the header's bytes (an id is a byte string)
     return value
 
 
