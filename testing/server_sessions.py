@@ -363,6 +363,15 @@ def sessions() -> list[dict]:
         post("/v1/streams/lookup", {"conversation_ids": ["a b", "conv-\u00e9::m"]})],
         note="ids with UTF-8 and spaces: the header's bytes, the query's %XX and + decoded, the last of two "
              "conv_id values")
+    gone = {**chat([user("Count from 1 to 30.")], stream=True, max_tokens=48), "disconnect": True}
+    add("stream_sessions_disconnect", [
+        {**gone, "headers": {"X-Conversation-Id": "gone"}}, get("/v1/stream?conv_id=gone&from=0"),
+        post("/v1/streams/lookup", {"conversation_ids": ["gone"]}),
+        {**completion("Once upon a time", stream=True, n_predict=24, return_progress=True),
+         "headers": {"X-Conversation-Id": "gone"}, "disconnect": True},
+        get("/v1/stream?conv_id=gone"), gone, chat([user("Count from 1 to 30.")], max_tokens=8)],
+        note="clients that go away once the answer's head arrived: with a session the generation runs on into it "
+             "(read back whole, the reader following it live), without one it is cancelled")
     add("progress_timings", [
         completion("The sea " * 40, stream=True, return_progress=True, timings_per_token=True, n_predict=3),
         chat([user("The sea " * 30)], stream=True, return_progress=True, timings_per_token=True, max_tokens=3),

@@ -68,7 +68,8 @@ def request_bytes(req: dict) -> bytes | None:
 
 def send(port: int, req: dict, timeout: float = 300) -> tuple[int, list[tuple[str, str]], bytes]:
     """One request over a fresh connection (HTTP/1.1, Connection: close); the answer's status, headers and
-    body with chunked transfer decoding undone."""
+    body with chunked transfer decoding undone. With `"disconnect": true` the connection is closed as soon as
+    the answer's head has arrived (the body is then empty)."""
     body = request_bytes(req)
     headers = dict(req.get("headers", {}))
     if body is not None:
@@ -82,6 +83,14 @@ def send(port: int, req: dict, timeout: float = 300) -> tuple[int, list[tuple[st
         except (BrokenPipeError, ConnectionResetError):
             pass   # the server answered (413) before reading the whole body
         data = bytearray()
+        if req.get("disconnect"):
+            # the client goes away once the answer's head has arrived (what it was sent after that is not kept)
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+            return parse_http(bytes(data).partition(b"\r\n\r\n")[0] + b"\r\n\r\n")
         while True:
             try:
                 chunk = s.recv(1 << 16)
