@@ -117,6 +117,8 @@ def test_several_addresses_and_a_unix_socket(smollm2_path, tmp_path):
             assert httpx.get(f"http://[::1]:{port}/health", timeout=5).status_code == 200
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock))) as c:
             assert c.get("http://x/health", timeout=5).json() == {"status": "ok"}
+            r = c.post("http://x/completion", json={"prompt": "Hi", "n_predict": 2, "temperature": 0}, timeout=60)
+            assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=30) == 0
