@@ -62,7 +62,7 @@ def test_backend_sampling_flag_and_underscores():
 def test_unknown_flag_is_an_error():
     with pytest.raises(FlagError, match="invalid argument: --bogus"):
         parse_flags(["--bogus"])
-    with pytest.raises(FlagError, match="expected value for argument: -c"):
+    with pytest.raises(FlagError, match='^error while handling argument "-c": expected value for argument$'):
         parse_flags(["-c"])
     with pytest.raises(FlagError, match="stoi"):
         parse_flags(["-c", "many"])

@@ -544,7 +544,7 @@ def parse_flags(argv: list[str], environ=None) -> ServerConfig:
         if takes:
             i += 1
             if i >= len(argv):
-                raise FlagError(f"error: expected value for argument: {flag}")
+                raise FlagError(f"error while handling argument \"{flag}\": expected value for argument")
             value = argv[i]
         if apply is not None:
             apply(cfg, flag, value)
