@@ -59,7 +59,9 @@ def cases() -> dict[int, dict]:
 
 
 def record_names() -> list[str]:
-    return sorted(p.name[:-len(".json.gz")] for p in ORACLE.glob("*.json.gz") if p.name != "cases.json.gz")
+    """The /apply-template records (legacy-*: libllama's built-in templates, tests/test_template_legacy.py)."""
+    return sorted(p.name[:-len(".json.gz")] for p in ORACLE.glob("*.json.gz")
+                  if p.name != "cases.json.gz" and not p.name.startswith("legacy-"))
 
 
 def load_record(name: str) -> dict:

@@ -70,3 +70,32 @@ def test_cli_exit_codes(capsys):
 ])
 def test_slot_context_as_llama_server_splits_it(n_ctx, np_, kvu, train, want):
     assert slot_context(n_ctx, np_, kvu, train) == want
+
+
+def test_jinja_and_chat_template_flags(tmp_path):
+    cfg = parse_flags([])
+    assert cfg.use_jinja and cfg.chat_template == ""           # llama-server's defaults: --jinja, the GGUF's
+    cfg = parse_flags(["--no-jinja", "--chat-template", "llama3"])
+    assert not cfg.use_jinja and cfg.chat_template == "llama3"
+    # under --jinja any text is a template (a name is not looked up)
+    assert parse_flags(["--chat-template", "not a name"]).chat_template == "not a name"
+    f = tmp_path / "t.jinja"
+    f.write_bytes(b"{{ messages[0].content }}\xff")
+    assert parse_flags(["--no-jinja", "--jinja", "--chat-template-file", str(f)]).chat_template.encode(
+        "utf-8", "surrogateescape") == f.read_bytes()
+
+
+def test_unsupported_legacy_template_is_refused_as_llama_server_does(tmp_path):
+    # common_params_parse: the text printed before llama-server exits (checked live against b11192)
+    with pytest.raises(FlagError, match="^error: the supplied chat template is not supported: not a template\n"
+                                        "note: llama.cpp was started without --jinja, we only support commonly "
+                                        "used templates$"):
+        parse_flags(["--no-jinja", "--chat-template", "not a template"])
+    with pytest.raises(FlagError, match="--chat-template-file\": error: failed to open file '/nonexistent'"):
+        parse_flags(["--chat-template-file", "/nonexistent"])
+    # a Jinja template without a built-in template's markers is refused only without --jinja
+    f = tmp_path / "t.jinja"
+    f.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert parse_flags(["--chat-template-file", str(f)]).use_jinja
+    with pytest.raises(FlagError, match="not supported"):
+        parse_flags(["--no-jinja", "--chat-template-file", str(f)])
