@@ -476,6 +476,22 @@ def legacy_sessions() -> list[dict]:
              continue_final_message=True),
     ], flags("--chat-template", "llama3"), note="--jinja --chat-template llama3: the name is a Jinja text")
 
+    llama31 = "$TEMPLATE:meta-llama-Llama-3.1-8B-Instruct.jinja"
+    prefills = [
+        chat(book + [assistant("Whill")], max_tokens=8, verbose=True),
+        chat(book + [{"role": "assistant", "content": [{"type": "text", "text": "Wh"},
+                                                         {"type": "text", "text": "ill"}]}], max_tokens=8,
+             verbose=True),
+        chat(book + [assistant("Whill")], max_tokens=8, add_generation_prompt=False, continue_final_message=True,
+             verbose=True),
+    ]
+    add("legacy_file_llama31", _legacy_steps(LEGACY_BODIES[:9]) + [chat(book, max_tokens=6)] + prefills,
+        no_jinja("--chat-template-file", llama31),
+        note="--no-jinja --chat-template-file: a Jinja file detected as a built-in template (llama3)")
+    add("jinja_file_llama31", _legacy_steps(LEGACY_BODIES[:6]) + prefills,
+        flags("--chat-template-file", llama31, "--verbose"),
+        note="--jinja --chat-template-file (the suite's prefill tests)")
+
     add("verbose_flag", [
         chat(book, max_tokens=2),
         chat(book, max_tokens=2, verbose=False),

@@ -193,8 +193,11 @@ def _sampling_defaults(cfg, header, tok):
 def _templates(cfg, header):
     """common_chat_templates_init with --chat-template(-file): the text is parsed as Jinja in either mode (the
     legacy path reads only its source); under --jinja an override must render a "test" message
-    (common_chat_verify_template), else llama-server exits."""
+    (common_chat_verify_template), else llama-server exits. Under --no-jinja at a log verbosity of 4 or more,
+    llama-server formats an example chat at load (its trace line) and stops when the template selects no
+    built-in one."""
     from ..template import ChatTemplates, TemplateError
+    from ..template_legacy import verify
     override = cfg.chat_template or None
     try:
         templates = ChatTemplates.from_gguf(header, override=override)
@@ -202,6 +205,8 @@ def _templates(cfg, header):
             templates.startup_check()
     except TemplateError as e:
         raise ServerRefusal(f"the chat template cannot be used: {e.message}") from None
+    if not cfg.use_jinja and cfg.log_verbosity >= 4 and not verify(templates.source()):
+        raise ServerRefusal("chat template parsing error: this custom template is not supported, try using --jinja")
     return templates
 
 
