@@ -92,3 +92,30 @@ def test_message_contents_join_parts():
                                            ContentPart("text", ""), ContentPart("text", "b")])
     assert tl.message_contents([m]) == [(b"user", b"a\n\nb")]
     assert tl.legacy_prompt("chatml", [m], True) == "<|im_start|>user\na\n\nb<|im_end|>\n<|im_start|>assistant\n"
+
+
+APPLY_RECORDS = sorted(p.name[:-len(".json.gz")] for p in RECORD.parent.glob("legacy-*.json.gz")
+                       if p.name != RECORD.name)
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+@pytest.mark.parametrize("name", APPLY_RECORDS)
+def test_apply_template_records(name, smollm2_path, gemma3_path):
+    # llama-server --no-jinja's /apply-template answers to the 149 bodies of testing/template_cases.py
+    # (recorded by testing/record_template.py): prompts, and the error status and body of what it refuses
+    import _template_oracle as O
+    from bankml.chat_request import ServerChatOptions
+    from bankml.gguf import read_header_file
+    from bankml.template import ChatTemplates
+    rec = O.load_record(name)
+    assert rec["startup"] == "ok" and "--no-jinja" in rec["args"]
+    header = read_header_file({"smollm2": smollm2_path, "gemma3": gemma3_path}[rec["model"]])
+    templates = ChatTemplates.from_gguf(header, override=O.template_override(rec))
+    bodies = O.cases()
+    opt = ServerChatOptions(use_jinja=False)
+    bad = [(case_id, bodies[case_id]["_kind"], (status, body), O.answer(templates, bodies[case_id], now, opt))
+           for case_id, now, status, body in rec["results"]
+           if O.answer(templates, bodies[case_id], now, opt) != (status, body)]
+    assert len(rec["results"]) >= 100
+    assert not bad, f"{len(bad)} of {len(rec['results'])} differ; first: {bad[:2]}"
