@@ -544,8 +544,8 @@ _RENDER = {
 
 def apply_template(tmpl: bytes | str | None, chat: list, add_ass: bool) -> bytes | None:
     """llama_chat_apply_template: the formatted chat, or None where the reference returns -1 (no template
-    detected). `tmpl` None means "chatml"; the template text, roles and contents (str or bytes) are each read up to a NUL,
-as the C interface does; `chat` is [(role, content)]."""
+    detected). `tmpl` None means "chatml"; `chat` is [(role, content)]; the template text, roles and contents
+    (str or bytes) are each read up to a NUL, as the C interface does."""
     kind = detect(b"chatml" if tmpl is None else _c_str(tmpl))
     if kind is None:
         return None
