@@ -142,3 +142,46 @@ class Llama:
 def row_sha256(row: np.ndarray) -> str:
     """sha256 of a logits row's float32 bytes (little-endian), the form the records keep."""
     return hashlib.sha256(np.ascontiguousarray(row, dtype="<f4").tobytes()).hexdigest()
+
+
+class ChatMessage(C.Structure):
+    """llama.h's llama_chat_message."""
+    _fields_ = [("role", C.c_char_p), ("content", C.c_char_p)]
+
+
+def chat_lib():
+    """libllama alone (the chat functions need no model and no shim)."""
+    global _lib
+    if _lib is None:
+        _lib = C.CDLL(str(oracle_bin_dir() / "libllama.so"), mode=C.RTLD_GLOBAL)
+    _lib.llama_chat_apply_template.argtypes = [C.c_char_p, C.POINTER(ChatMessage), C.c_size_t, C.c_bool,
+                                               C.c_char_p, C.c_int32]
+    _lib.llama_chat_apply_template.restype = C.c_int32
+    _lib.llama_chat_builtin_templates.argtypes = [C.POINTER(C.c_char_p), C.c_size_t]
+    _lib.llama_chat_builtin_templates.restype = C.c_int32
+    return _lib
+
+
+def chat_builtin_templates() -> list[str]:
+    """llama_chat_builtin_templates: the names llama-server accepts for --chat-template without --jinja."""
+    lib = chat_lib()
+    n = lib.llama_chat_builtin_templates(None, 0)
+    arr = (C.c_char_p * n)()
+    lib.llama_chat_builtin_templates(arr, n)
+    return [arr[i].decode() for i in range(n)]
+
+
+def chat_apply_template(tmpl: bytes | None, chat: list[tuple[bytes, bytes]], add_ass: bool) -> bytes | None:
+    """llama_chat_apply_template (None for its -1): called as common_chat_templates_apply_legacy calls it, a
+    buffer first, a bigger one when the answer does not fit."""
+    lib = chat_lib()
+    msgs = (ChatMessage * max(1, len(chat)))(*[ChatMessage(r, c) for r, c in chat])
+    size = 1 + sum(len(r) + len(c) for r, c in chat) * 5 // 4
+    buf = C.create_string_buffer(size)
+    res = lib.llama_chat_apply_template(tmpl, msgs, len(chat), add_ass, buf, size)
+    if res < 0:
+        return None
+    if res > size:
+        buf = C.create_string_buffer(res)
+        res = lib.llama_chat_apply_template(tmpl, msgs, len(chat), add_ass, buf, res)
+    return buf.raw[:res]

@@ -5,10 +5,11 @@ binary, with its hub models swapped for the local SmolLM2 file (developer tool; 
     python -m testing.llama_server_suite --server bankml      # bankml-serve (a wrapper script runs it)
     python -m testing.llama_server_suite --compare            # both, then: every test the oracle passes, bankml too?
 
-What it does: copies tools/server/tests from the oracle's source tree (or the sdist) into a temporary directory,
-patches utils.py so that every ServerPreset loads the SmolLM2 Q4_1 file with `--model` instead of `--hf-repo`
-(no download, `--offline` dropped) and serves with `--jinja` (bankml's only template mode; the suite's default is
-the legacy path), and runs pytest on test_basic, test_chat_completion, test_completion,
+What it does: copies tools/server/tests and models/templates from the oracle's source tree into a temporary
+directory (in the tree's layout, so the tests' template paths resolve), patches utils.py so that every
+ServerPreset loads the SmolLM2 Q4_1 file with `--model` instead of `--hf-repo` (no download, `--offline` dropped)
+and serves with `--jinja` unless a test asks for `--no-jinja` (the suite's own default is the legacy path:
+`--suite-jinja-default` keeps it), and runs pytest on test_basic, test_chat_completion, test_completion,
 test_tokenize, test_stream, test_security, test_metrics, test_ignore_eos and test_ctx_shift with
 LLAMA_SERVER_BIN_PATH pointing at the server. Results (test id -> passed / failed / skipped) go to
 `--out` (JSON). Needs the test suite's requirements (pytest, requests, openai, filelock, wget).
@@ -37,7 +38,7 @@ MODEL = Path(os.environ.get("BANKML_MODELS", Path.home() / ".local" / "share" / 
     / "smollm2-135m-instruct-q4_1.gguf"
 
 
-def patch_utils(text: str, model: str) -> str:
+def patch_utils(text: str, model: str, force_jinja: bool = True) -> str:
     """Every preset: the local model file instead of a hub repository, nothing to download."""
     text = re.sub(r'(\s)server\.model_hf_repo = .*', r'\1server.model_hf_repo = None', text)
     text = re.sub(r'(\s)server\.model_hf_file = .*', r'\1server.model_hf_file = None', text)
@@ -50,7 +51,8 @@ def patch_utils(text: str, model: str) -> str:
                         "if False:\n            pass")
     # bankml renders chat templates as --jinja does (the only mode it reproduces): the suite's default
     # (jinja None -> --no-jinja, the legacy template path) becomes --jinja for both servers
-    text = text.replace("jinja: bool | None = None", "jinja: bool | None = True")
+    if force_jinja:
+        text = text.replace("jinja: bool | None = None", "jinja: bool | None = True")
     # load_all() starts every preset once to download its model: nothing to download here (and the presets of
     # other test files, embeddings, rerank..., are not what these files test)
     text = text.replace('        """ Load all server presets to ensure model files are cached. """',
@@ -58,11 +60,13 @@ def patch_utils(text: str, model: str) -> str:
     return text
 
 
-def prepare(workdir: Path, model: str) -> Path:
-    dst = workdir / "tests"
+def prepare(workdir: Path, model: str, force_jinja: bool = True) -> Path:
+    # the source tree's layout, so that the tests' "../../../models/templates/X.jinja" paths resolve
+    dst = workdir / "tools" / "server" / "tests"
     shutil.copytree(SRC_TESTS, dst)
+    shutil.copytree(SRC_TESTS.parents[2] / "models" / "templates", workdir / "models" / "templates")
     u = dst / "utils.py"
-    u.write_text(patch_utils(u.read_text(), model))
+    u.write_text(patch_utils(u.read_text(), model, force_jinja))
     return dst
 
 
@@ -73,10 +77,10 @@ def bankml_wrapper(workdir: Path) -> Path:
     return w
 
 
-def run(server: str, out: Path, extra: list[str]) -> dict:
+def run(server: str, out: Path, extra: list[str], force_jinja: bool = True) -> dict:
     with tempfile.TemporaryDirectory(prefix="llama-suite-") as tmp:
         tmp = Path(tmp)
-        tests = prepare(tmp, str(MODEL))
+        tests = prepare(tmp, str(MODEL), force_jinja)
         binary = str(ORACLE_BIN) if server == "oracle" else str(bankml_wrapper(tmp))
         env = dict(os.environ, LLAMA_SERVER_BIN_PATH=binary, LLAMA_CACHE=str(tmp / "cache"))
         env.setdefault("PORT", "8183")
@@ -108,12 +112,15 @@ def main(argv=None) -> int:
     ap.add_argument("--server", choices=["oracle", "bankml"])
     ap.add_argument("--compare", action="store_true", help="run both and compare")
     ap.add_argument("--out", default="/tmp/llama-suite-{server}.json")
+    ap.add_argument("--suite-jinja-default", action="store_true",
+                    help="keep the suite's own template default (--no-jinja unless a test sets jinja) instead of "
+                         "forcing --jinja")
     ap.add_argument("pytest_args", nargs="*")
     a = ap.parse_args(argv)
     servers = ["oracle", "bankml"] if a.compare else [a.server]
     got = {}
     for s in servers:
-        got[s] = run(s, Path(a.out.format(server=s)), a.pytest_args)
+        got[s] = run(s, Path(a.out.format(server=s)), a.pytest_args, not a.suite_jinja_default)
         n = sum(v == "passed" for v in got[s].values())
         print(f"{s}: {n} passed of {len(got[s])}")
     if a.compare:

@@ -2,7 +2,7 @@
 requests it refuses (tests/oracle/server/bad_requests.json). Developer tool: needs the oracle build.
 
     PYTHONPATH=. python testing/record_server.py [--only NAME ...] [--bad-only | --sessions-only]
-        [--no-check] [--port-base 8171]
+        [--no-check] [--port-base 8171] [--legacy]
 
 Each session (testing/server_sessions.py) runs on a fresh llama-server started with the session's flags (the
 model, SmolLM2-135M-Instruct Q4_1, written `$MODEL`); its requests are sent in order, one connection each, and
@@ -10,7 +10,8 @@ every answer is kept: status, headers (Date left out), and the body as JSON, SSE
 path written `$MODEL`. Each session is then played a second time on another fresh server and the two runs are
 compared after normalization (tests/server_replay.normalize): a session whose answers differ between two runs
 of llama-server itself is reported and left out of the records, since no replay could match it.
-Each group of bad requests runs on one fresh server, twice likewise.
+Each group of bad requests runs on one fresh server, twice likewise. `--legacy` records the sessions of
+server_sessions.legacy_sessions() (--no-jinja, --chat-template, verbose) into sessions_legacy.json instead.
 """
 
 from __future__ import annotations
@@ -71,11 +72,11 @@ def unstable(a: list[dict], b: list[dict]) -> list[str]:
     return out
 
 
-def record_sessions(only: set[str], check: bool, ports: Ports, model: str) -> None:
-    path = OUT / "sessions.json"
+def record_sessions(only: set[str], check: bool, ports: Ports, model: str, legacy: bool = False) -> None:
+    path = OUT / ("sessions_legacy.json" if legacy else "sessions.json")
     old = {s["name"]: s for s in json.loads(path.read_text())} if path.exists() else {}
     out = []
-    for sess in server_sessions.sessions():
+    for sess in (server_sessions.legacy_sessions() if legacy else server_sessions.sessions()):
         if only and sess["name"] not in only:
             if sess["name"] in old:
                 out.append(old[sess["name"]])
@@ -132,10 +133,15 @@ def main() -> None:
     ap.add_argument("--sessions-only", action="store_true")
     ap.add_argument("--no-check", action="store_true", help="do not play each session twice")
     ap.add_argument("--port-base", type=int, default=8171)
+    ap.add_argument("--legacy", action="store_true",
+                    help="the --no-jinja / --chat-template / verbose sessions (sessions_legacy.json) only")
     args = ap.parse_args()
     model = str(model_path("smollm2"))
     ports = Ports(args.port_base)
     only = set(args.only)
+    if args.legacy:
+        record_sessions(only, not args.no_check, ports, model, legacy=True)
+        return
     if not args.bad_only:
         record_sessions(only, not args.no_check, ports, model)
     if not args.sessions_only:

@@ -46,6 +46,15 @@ def configs() -> list[dict]:
         p = SDIST_TEMPLATES / name
         out.append({"name": "gemma3-" + p.stem, "model": "gemma3", "extra": ["--chat-template-file", str(p)],
                     "template": p.name})
+    # --no-jinja: llama.cpp's built-in templates (replayed by tests/test_template_legacy.py)
+    out.append({"name": "legacy-gguf-smollm2", "model": "smollm2", "extra": ["--no-jinja"], "template": None})
+    out.append({"name": "legacy-gguf-gemma3", "model": "gemma3", "extra": ["--no-jinja"], "template": None})
+    for name in ("llama3", "gemma", "mistral-v7", "rwkv-world"):
+        out.append({"name": "legacy-named-" + name, "model": "smollm2",
+                    "extra": ["--no-jinja", "--chat-template", name], "template": None})
+    p = SDIST_TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja"
+    out.append({"name": "legacy-sdist-" + p.stem, "model": "smollm2",
+                "extra": ["--no-jinja", "--chat-template-file", str(p)], "template": p.name})
     return out
 
 
@@ -212,7 +221,8 @@ def record(cfg: dict, bodies: list[dict], keep_log: bool = False) -> dict:
     log = OUT / f".{cfg['name']}.log"
     results = []
     try:
-        with LlamaServer(model_path(cfg["model"]), extra=cfg["extra"], log=log) as srv:
+        port = int(os.environ["BANKML_RECORD_PORT"]) if os.environ.get("BANKML_RECORD_PORT") else None
+        with LlamaServer(model_path(cfg["model"]), port=port, extra=cfg["extra"], log=log) as srv:
             for body in bodies:
                 send = {k: v for k, v in body.items() if not k.startswith("_")}
                 for _ in range(3):

@@ -482,3 +482,110 @@ def bad_requests() -> list[dict]:
             post(C, {"messages": hi}, headers={"X-Api-Key": "nope"}), get("/props", headers={"Authorization": "Bearer "}),
             get("/nope"), get("/slots"), get("/metrics"), post("/completion", {"prompt": "hi"})]},
     ]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# --no-jinja (the built-in templates), --chat-template, verbose: tests/oracle/server/sessions_legacy.json
+
+def no_jinja(*extra: str) -> list[str]:
+    f = flags(*extra)
+    f[f.index("--jinja")] = "--no-jinja"
+    return f
+
+
+LEGACY_BODIES = [
+    {"messages": [system("Book"), user("What is the best book")]},
+    {"messages": [user("  padded  \n"), assistant(" a1 "), user("q2")]},
+    {"messages": [system("s"), {"role": "user", "content": [{"type": "text", "text": "What is"},
+                                                            {"type": "text", "text": "the best book"}]}]},
+    {"messages": [user("hi"), assistant("Whill")]},
+    {"messages": [user("hi"), assistant("He")], "continue_final_message": True, "add_generation_prompt": False},
+    {"messages": [user("hi")], "add_generation_prompt": False},
+    {"messages": []},
+    {"messages": [{"role": "narrator", "content": "Once"}, {"role": "tool", "content": "r"}, user("x")]},
+    {"messages": [user("a"), {"role": "assistant", "content": None,
+                              "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                  user("b")]},
+    {"messages": [user("nul\u0000inside"), {"role": "user", "content": "x", "reasoning_content": "r"}]},
+    {"messages": [user("hi")], "tools": [{"type": "function", "function": {"name": "f"}}]},
+    {"messages": [user("hi")], "tools": []},
+    {"messages": [user("hi")], "tool_choice": "none"},
+    {"messages": [user("hi")], "tool_choice": 5},
+    {"messages": [user("Hi"), assistant("Hello")], "add_generation_prompt": True, "continue_final_message": True},
+    {"messages": [user("hi")], "chat_template_kwargs": {"enable_thinking": True}},
+]
+
+
+def _legacy_steps(bodies=LEGACY_BODIES) -> list:
+    return [post("/apply-template", b) for b in bodies] + [get("/props")]
+
+
+def legacy_sessions() -> list[dict]:
+    s = []
+    C = "/v1/chat/completions"
+    book = [system("Book"), user("What is the best book")]
+    hi = [user("Does not matter what I say, does it?")]
+
+    def add(name, steps, f, note=""):
+        s.append({"name": name, "flags": f, "note": note, "steps": steps})
+
+    add("legacy_gguf_template", _legacy_steps() + [
+        chat(book, max_tokens=8),
+        chat(hi, max_tokens=6, grammar='root ::= "a"{5,5}'),
+        chat([system("You are a coding assistant."), user("Write an example")], max_tokens=6,
+             json_schema={"const": "42"}),
+        chat([user("Write an example")], max_tokens=10, response_format={"type": "json_object"}),
+        chat([user("Write an example")], max_tokens=10,
+             response_format={"type": "json_schema", "json_schema": {"schema": {"items": [{"type": "integer"}]}}}),
+        chat([user("x")], response_format={"type": "json_object", "schema": {"type": "hiccup"}}),
+        chat([user("x")], json_schema="not an object", max_tokens=4),
+        chat([user("x")], json_schema={"type": "object"}, grammar="root ::= \"a\""),
+        chat([user("x")], tools=[{"type": "function", "function": {"name": "f"}}]),
+        chat(hi, max_tokens=6, grammar='root ::= "a"{5,5}', stream=True),
+        chat([user("hi"), assistant("Whill")], max_tokens=6),
+        chat(book, max_tokens=4, verbose=True),
+        chat(book, max_tokens=4, verbose=True, stream=True),
+        chat(book, max_tokens=4, verbose=False),
+        v1_completion("Once upon a time", max_tokens=3, verbose=True),
+        v1_completion("Once upon a time", max_tokens=3, verbose=True, stream=True),
+        post("/v1/chat/completions/input_tokens", {"messages": book}),
+        get("/v1/models"),
+    ], no_jinja(), note="--no-jinja with SmolLM2's own template (detected as chatml): prompts, grammars, verbose")
+
+    for name in ("llama3", "command-r", "gemma", "mistral-v7", "phi3", "deepseek3", "chatglm4", "vicuna"):
+        add(f"legacy_named_{name}", _legacy_steps(LEGACY_BODIES[:9]) + [
+            chat(book, max_tokens=6),
+            chat([user("Hi"), assistant("Hello")], max_tokens=6, add_generation_prompt=True,
+                 continue_final_message=True),
+        ], no_jinja("--chat-template", name), note=f"--no-jinja --chat-template {name}")
+
+    add("jinja_named_llama3", _legacy_steps(LEGACY_BODIES[:6]) + [
+        chat(book, max_tokens=6),
+        chat([user("Hi"), assistant("Hello")], max_tokens=8, add_generation_prompt=True,
+             continue_final_message=True),
+    ], flags("--chat-template", "llama3"), note="--jinja --chat-template llama3: the name is a Jinja text")
+
+    llama31 = "$TEMPLATE:meta-llama-Llama-3.1-8B-Instruct.jinja"
+    prefills = [
+        chat(book + [assistant("Whill")], max_tokens=8, verbose=True),
+        chat(book + [{"role": "assistant", "content": [{"type": "text", "text": "Wh"},
+                                                         {"type": "text", "text": "ill"}]}], max_tokens=8,
+             verbose=True),
+        chat(book + [assistant("Whill")], max_tokens=8, add_generation_prompt=False, continue_final_message=True,
+             verbose=True),
+    ]
+    add("legacy_file_llama31", _legacy_steps(LEGACY_BODIES[:9]) + [chat(book, max_tokens=6)] + prefills,
+        no_jinja("--chat-template-file", llama31),
+        note="--no-jinja --chat-template-file: a Jinja file detected as a built-in template (llama3)")
+    add("jinja_file_llama31", _legacy_steps(LEGACY_BODIES[:6]) + prefills,
+        flags("--chat-template-file", llama31, "--verbose"),
+        note="--jinja --chat-template-file (the suite's prefill tests)")
+
+    add("verbose_flag", [
+        chat(book, max_tokens=2),
+        chat(book, max_tokens=2, verbose=False),
+        chat(book, max_tokens=2, stream=True),
+        completion("Once upon a time", n_predict=2),
+        v1_completion("Once upon a time", max_tokens=2),
+    ], flags("--verbose"), note="--verbose: every answer carries __verbose unless the request says otherwise")
+    return s

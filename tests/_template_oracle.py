@@ -59,7 +59,9 @@ def cases() -> dict[int, dict]:
 
 
 def record_names() -> list[str]:
-    return sorted(p.name[:-len(".json.gz")] for p in ORACLE.glob("*.json.gz") if p.name != "cases.json.gz")
+    """The /apply-template records (legacy-*: libllama's built-in templates, tests/test_template_legacy.py)."""
+    return sorted(p.name[:-len(".json.gz")] for p in ORACLE.glob("*.json.gz")
+                  if p.name != "cases.json.gz" and not p.name.startswith("legacy-"))
 
 
 def load_record(name: str) -> dict:
@@ -86,15 +88,17 @@ def request(body: dict) -> dict:
     return json.loads(json.dumps({k: v for k, v in body.items() if not k.startswith("_")}))
 
 
-def answer(templates, body: dict, now: int) -> tuple[int, dict]:
-    """bankml's answer to one /apply-template body: (status, JSON body) as the route sends it."""
+def answer(templates, body: dict, now: int, opt=None) -> tuple[int, dict]:
+    """bankml's answer to one /apply-template body: (status, JSON body) as the route sends it (`opt`: the
+    server's ServerChatOptions, default llama-server's with --jinja)."""
     from bankml.chat_request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
 
     def safe(s: str) -> str:                # llama-server's dump_safe
         return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
     try:
-        req = parse_chat_request(request(body), templates, ServerChatOptions(), now=now, localtime=time.gmtime)
+        req = parse_chat_request(request(body), templates, opt or ServerChatOptions(), now=now,
+                                 localtime=time.gmtime)
     except ChatRequestError as e:
         out = error_body(e)
         out["error"]["message"] = safe(out["error"]["message"])

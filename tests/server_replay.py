@@ -349,12 +349,18 @@ def load(name: str) -> list[dict]:
 
 
 def server_argv(flags: list[str], model: str) -> list[str]:
-    """The flags a session's server was started with, `$MODEL` replaced by the local model path and `$SLOTS`
-    (--slot-save-path) by a fresh empty directory."""
+    """The flags a session's server was started with, `$MODEL` replaced by the local model path, `$SLOTS`
+    (--slot-save-path) by a fresh empty directory and `$TEMPLATE:NAME` (--chat-template-file) by a fresh copy of
+    the reference sdist's models/templates/NAME (tests/_template_oracle.sdist_templates)."""
     out = []
     for f in flags:
         if f == "$SLOTS":
             f = tempfile.mkdtemp(prefix="bankml-slots-")
+        elif f.startswith("$TEMPLATE:"):
+            from _template_oracle import sdist_templates
+            path = Path(tempfile.mkdtemp(prefix="bankml-template-")) / f[len("$TEMPLATE:"):]
+            path.write_bytes(sdist_templates()[path.name])
+            f = str(path)
         out.append(model if f == "$MODEL" else f)
     return out
 

@@ -124,3 +124,23 @@ def test_nlohmann_float_layout(value, text):
 def test_nlohmann_dump_strings_and_nesting():
     assert nljson.dump({"a": [1, "x\n\u0001\"é"], "b": {}}) == '{"a":[1,"x\\n\\u0001\\"é"],"b":{}}'
     assert nljson.dump([[]], 2) == "[\n  []\n]"
+
+
+def test_legacy_step_with_an_undetectable_template():
+    # --no-jinja with a template that selects no built-in one: every chat request fails as llama-server's
+    # common_chat_templates_apply_legacy does (a std::runtime_error: HTTP 500)
+    tmpls = ChatTemplates.from_source("{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert parse_chat_request({"messages": HI}, tmpls).prompt == "hi"
+    with pytest.raises(ChatRequestError, match="^this custom template is not supported, try using --jinja$") as e:
+        parse_chat_request({"messages": HI}, tmpls, ServerChatOptions(use_jinja=False))
+    assert e.value.status == 500
+
+
+def test_legacy_step_params(chatml):
+    opt = ServerChatOptions(use_jinja=False)
+    req = parse_chat_request({"messages": HI, "grammar": "root ::= \"a\""}, chatml, opt)
+    p = req.llama_params
+    assert (req.chat.format, req.chat.handler, p["chat_format"], p["generation_prompt"]) == \
+        ("content-only", "legacy", 0, "")
+    assert (p["grammar"], p["grammar_type"]) == ("root ::= \"a\"", "tool_calls")
+    assert "grammar_type" not in parse_chat_request({"messages": HI}, chatml, opt).llama_params

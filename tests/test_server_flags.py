@@ -128,6 +128,37 @@ def test_environment_variables_then_the_command_line(capsys):
     # the variable of a flag bankml does not implement is refused, naming both
     with pytest.raises(UnsupportedFlag, match=r"LLAMA_ARG_N_GPU_LAYERS \(--n-gpu-layers\)"):
         parse_flags([], environ={"LLAMA_ARG_N_GPU_LAYERS": "0"})
-    with pytest.raises(UnsupportedFlag, match=r"LLAMA_ARG_JINJA \(--no-jinja\)"):
-        parse_flags([], environ={"LLAMA_ARG_JINJA": "off"})
+    # --jinja / --no-jinja and --chat-template have their variables too
+    assert parse_flags([], environ={"LLAMA_ARG_JINJA": "off"}).use_jinja is False
+    assert parse_flags([], environ={"LLAMA_ARG_JINJA": "0", "LLAMA_ARG_CHAT_TEMPLATE": "chatml"}).chat_template \
+        == "chatml"
     assert parse_flags([], environ={"LLAMA_ARG_JINJA": "on", "HF_TOKEN": "t"}).model is None
+
+
+def test_jinja_and_chat_template_flags(tmp_path):
+    cfg = parse_flags([])
+    assert cfg.use_jinja and cfg.chat_template == ""           # llama-server's defaults: --jinja, the GGUF's
+    cfg = parse_flags(["--no-jinja", "--chat-template", "llama3"])
+    assert not cfg.use_jinja and cfg.chat_template == "llama3"
+    # under --jinja any text is a template (a name is not looked up)
+    assert parse_flags(["--chat-template", "not a name"]).chat_template == "not a name"
+    f = tmp_path / "t.jinja"
+    f.write_bytes(b"{{ messages[0].content }}\xff")
+    assert parse_flags(["--no-jinja", "--jinja", "--chat-template-file", str(f)]).chat_template.encode(
+        "utf-8", "surrogateescape") == f.read_bytes()
+
+
+def test_unsupported_legacy_template_is_refused_as_llama_server_does(tmp_path):
+    # common_params_parse: the text printed before llama-server exits (checked live against b11192)
+    with pytest.raises(FlagError, match="^error: the supplied chat template is not supported: not a template\n"
+                                        "note: llama.cpp was started without --jinja, we only support commonly "
+                                        "used templates$"):
+        parse_flags(["--no-jinja", "--chat-template", "not a template"])
+    with pytest.raises(FlagError, match="--chat-template-file\": error: failed to open file '/nonexistent'"):
+        parse_flags(["--chat-template-file", "/nonexistent"])
+    # a Jinja template without a built-in template's markers is refused only without --jinja
+    f = tmp_path / "t.jinja"
+    f.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert parse_flags(["--chat-template-file", str(f)]).use_jinja
+    with pytest.raises(FlagError, match="not supported"):
+        parse_flags(["--no-jinja", "--chat-template-file", str(f)])

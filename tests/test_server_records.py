@@ -15,12 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from testing import server_sessions  # noqa: E402
 
 SESSIONS = sr.load("sessions.json")
+LEGACY = sr.load("sessions_legacy.json")
 GROUPS = sr.load("bad_requests.json")
 
 
-@pytest.mark.parametrize("defined", server_sessions.sessions(), ids=lambda s: s["name"])
+@pytest.mark.parametrize("defined", server_sessions.sessions() + server_sessions.legacy_sessions(),
+                         ids=lambda s: s["name"])
 def test_session_record_matches_its_definition(defined):
-    rec = next(s for s in SESSIONS if s["name"] == defined["name"])
+    rec = next(s for s in SESSIONS + LEGACY if s["name"] == defined["name"])
     assert rec["flags"] == defined["flags"]
     assert len(rec["steps"]) == len(defined["steps"])
     for step, want in zip(rec["steps"], defined["steps"]):
@@ -40,7 +42,8 @@ def test_counts():
     assert len(SESSIONS) >= 30 and all(len(s["steps"]) >= 2 for s in SESSIONS)
     assert sum(s["answer"]["status"] >= 400 for g in GROUPS for s in g["steps"]) >= 40
     # the model path never leaks into a record (it is written $MODEL)
-    text = (sr.RECORDS / "sessions.json").read_text() + (sr.RECORDS / "bad_requests.json").read_text()
+    text = "".join((sr.RECORDS / n).read_text() for n in ("sessions.json", "sessions_legacy.json",
+                                                           "bad_requests.json"))
     assert "/.local/share/bankml/models/" not in text and "$MODEL" in text
 
 

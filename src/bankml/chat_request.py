@@ -56,7 +56,8 @@ def _fail(msg: str) -> ChatRequestError:         # any other std::exception
 @dataclass
 class ServerChatOptions:
     """The server's side of the step (server_chat_params), as bankml-serve runs llama-server:
-    `--jinja --reasoning off`, no multimodal projector, assistant prefill on."""
+    `--jinja --reasoning off`, no multimodal projector, assistant prefill on (`use_jinja` False: --no-jinja)."""
+    use_jinja: bool = True
     prefill_assistant: bool = True
     reasoning_format: str = "auto"
     chat_template_kwargs: dict[str, str] = field(default_factory=lambda: dict(SERVER_TEMPLATE_KWARGS))
@@ -251,6 +252,11 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
     has_tools = isinstance(tools, list) and len(tools) > 0
     stream = _json_value(body, "stream", False)
     tool_choice = _json_value(body, "tool_choice", "auto")
+    if not opt.use_jinja:
+        if has_tools:
+            raise _fail("tools param requires --jinja flag")
+        if tool_choice != "auto":
+            raise _fail("tool_choice param requires --jinja flag")
 
     if _contains(body, "stop") and isinstance(body["stop"], str):
         params["stop"] = [body["stop"]]
@@ -320,6 +326,7 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
     inputs.tool_choice = tool_choice
     inputs.json_schema = "" if json_schema is None else nljson.dump(json_schema)
     inputs.grammar = grammar
+    inputs.use_jinja = opt.use_jinja
     inputs.parallel_tool_calls = _json_value(body, "parallel_tool_calls", caps["supports_parallel_tool_calls"])
     inputs.add_generation_prompt = _json_value(body, "add_generation_prompt", True)
     inputs.continue_final_message = (parse_continuation(body["continue_final_message"])
@@ -378,6 +385,11 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
 
     params["chat_format"] = _FORMAT_IDS[chat.format]
     params["prompt"] = chat.prompt
+    if not inputs.use_jinja:
+        legacy_grammar = _legacy_grammar(inputs)
+        if legacy_grammar:
+            params["grammar"] = legacy_grammar
+            params["grammar_type"] = "tool_calls"
     params["grammar_lazy"] = False
     params["grammar_triggers"] = []
     params["preserved_tokens"] = []
@@ -415,6 +427,19 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
 
     return ChatRequest(prompt=chat.prompt, chat=chat, inputs=inputs, llama_params=params,
                        has_tools=bool(inputs.tools), json_schema=json_schema)
+
+
+def _legacy_grammar(inputs: ChatInputs) -> str:
+    """common_chat_templates_apply_legacy's grammar: the JSON schema converted, else the request's grammar
+    (json_schema_to_grammar's errors are std::invalid_argument: HTTP 400)."""
+    if not inputs.json_schema:
+        return inputs.grammar
+    from .errors import SchemaError
+    from .grammar import json_schema as js
+    try:
+        return js.to_gbnf(nljson.loads(inputs.json_schema))
+    except SchemaError as e:
+        raise _bad(e.message) from None
 
 
 def _nl_empty(v) -> bool:

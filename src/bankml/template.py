@@ -211,6 +211,7 @@ class ChatInputs:
     enable_thinking: bool = True
     chat_template_kwargs: dict[str, str] = field(default_factory=dict)   # name → JSON text
     reasoning_format: str = "none"
+    use_jinja: bool = True              # False: llama-server's --no-jinja path (bankml.template_legacy)
     now: float | None = None            # POSIX seconds for the date variables (default: the time of the call)
     localtime: object = None            # struct_time maker for `now` (default time.localtime)
 
@@ -220,8 +221,8 @@ class ChatParams:
     """What llama-server takes from the template step (common_chat_params)."""
     prompt: str                          # invalid UTF-8 (a template slicing bytes) kept via 'surrogateescape'
     generation_prompt: str
-    format: str                          # "peg-native", "peg-gemma4", "peg-minimax-m3"
-    handler: str                         # "generic" or the family handler chat.cpp picked
+    format: str                          # "peg-native", "peg-gemma4", "peg-minimax-m3"; "content-only" (legacy)
+    handler: str                         # "generic", the family handler chat.cpp picked, or "legacy"
     additional_stops: list[str] = field(default_factory=list)
     supports_thinking: bool = False
     thinking_start_tag: str = ""
@@ -996,8 +997,10 @@ class ChatTemplates:
             except TemplateError as e:
                 raise TemplateLoadError(e.message) from None
 
-    # -- one request (common_chat_templates_apply, jinja path)
+    # -- one request (common_chat_templates_apply: the jinja path, or the legacy one)
     def apply(self, inputs: ChatInputs) -> ChatParams:
+        if not inputs.use_jinja:
+            return self._apply_legacy(inputs)
         try:
             return self._apply(inputs)
         except TemplateNotImplemented as e:
@@ -1113,6 +1116,16 @@ class ChatTemplates:
         params.prompt = _text(prompt)
         params.generation_prompt = _text(gp)
         return params
+
+    def _apply_legacy(self, inputs: ChatInputs) -> ChatParams:
+        """common_chat_templates_apply_legacy: the built-in template the default template's source selects, over
+        the messages' texts; no generation prompt, stops or parser (a JSON schema's grammar is the caller's)."""
+        from .template_legacy import LegacyTemplateError, legacy_prompt
+        try:
+            prompt = legacy_prompt(self.default.source, inputs.messages, inputs.add_generation_prompt)
+        except LegacyTemplateError as e:
+            raise TemplateApplyError(e.message, 500) from None
+        return ChatParams(prompt=prompt, generation_prompt="", format="content-only", handler="legacy")
 
     def _generic(self, tmpl, render, gen_prompt, has_continuation, want_content, rc, content, params):
         r = self.reasoning(tmpl)

@@ -2,6 +2,7 @@
 
     bankml chat-template -m MODEL.gguf < messages.json
     bankml chat-template -m MODEL.gguf --chat-template-file tmpl.jinja --json < body.json
+    bankml chat-template -m MODEL.gguf --no-jinja --chat-template llama3 < messages.json   # a built-in template
 
 stdin holds a list of messages or a whole /v1/chat/completions body. The prompt goes to stdout as is (no added
 newline), or as `{"prompt": ...}` with --json (what /apply-template answers). Exit codes (bankml.cli's): 0 the
@@ -19,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from .chat_request import ChatRequestError, error_body, parse_chat_request
+from .chat_request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
 from .errors import BankmlError
 from .gguf import read_header_file
 from .template import ChatTemplates, TemplateError, TemplateLoadError
@@ -40,6 +41,8 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("-m", "--model", required=True, help="GGUF model file (its template and BOS/EOS texts)")
     p.add_argument("--chat-template-file", help="use this template file instead of the model's")
     p.add_argument("--chat-template", help="use this template text instead of the model's ('chatml' = built-in)")
+    p.add_argument("--no-jinja", action="store_true",
+                   help="llama.cpp's built-in templates (by name, or detected from the template), as --no-jinja")
     p.add_argument("--json", action="store_true", help='print {"prompt": ...} as /apply-template does')
     p.set_defaults(func=run)
     return p
@@ -67,7 +70,13 @@ def run(args: argparse.Namespace, stdin=None, stdout=None, stderr=None) -> int:
         elif args.chat_template:
             override = args.chat_template
         templates = ChatTemplates.from_gguf(header, override=override)
-        templates.startup_check()
+        if args.no_jinja:
+            from .template_legacy import startup_error, verify
+            if override is not None and not verify(override):
+                text = override.decode("utf-8", "surrogateescape") if isinstance(override, bytes) else override
+                raise TemplateLoadError(startup_error(text).rstrip("\n"))
+        else:
+            templates.startup_check()
     except TemplateLoadError as e:
         print(f"bankml: llama-server would not start with this template: {_safe(e.message)}", file=stderr)
         return 2
@@ -85,7 +94,7 @@ def run(args: argparse.Namespace, stdin=None, stdout=None, stderr=None) -> int:
     if isinstance(body, list):
         body = {"messages": body}
     try:
-        req = parse_chat_request(body, templates)
+        req = parse_chat_request(body, templates, ServerChatOptions(use_jinja=not args.no_jinja))
     except ChatRequestError as e:
         err = error_body(e)
         err["error"]["message"] = _safe(err["error"]["message"])

@@ -143,7 +143,7 @@ def prepare(ctx, body, kind: str, begin=None) -> Prepared:
         if not gp.startswith(base):
             raise RequestFailure(501, "this assistant prefill is not reproduced by bankml yet", "not_supported_error")
         prefix = gp[len(base):]
-        if req.json_schema is not None:
+        if req.json_schema is not None and ctx.chat_options.use_jinja:   # (--no-jinja: a plain grammar)
             if prefix:
                 raise RequestFailure(501, "a JSON schema answer to an assistant prefill is not reproduced by bankml "
                                           "yet", "not_supported_error")

@@ -100,7 +100,7 @@ class ServerContext:
         self.tokenizer = tokenizer
         self.templates = templates
         self.header = header
-        self.chat_options = ServerChatOptions()
+        self.chat_options = ServerChatOptions(use_jinja=cfg.use_jinja)
         self.n_slots, self.n_ctx_slot, self.kv_unified = slot_context(
             cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, model.n_ctx_train)
         self.meta = model_meta(cfg, path, header, tokenizer)
@@ -132,13 +132,12 @@ class ServerContext:
         from .. import pull
         from ..engine import Model
         from ..gguf import read_header_file
-        from ..template import ChatTemplates
         from ..tokenizer import Tokenizer
 
         path = cfg.model if cfg.model else str(pull.ensure(progress=progress))
         header = read_header_file(path)
         tok = Tokenizer.from_gguf(header)
-        templates = ChatTemplates.from_gguf(header)
+        templates = _templates(cfg, header)
         arch = header.architecture
         n_ctx_train = int(header.get(f"{arch}.context_length", 0) or 0)
         _, n_ctx_slot, _ = slot_context(cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, n_ctx_train or 1 << 30)
@@ -187,7 +186,28 @@ def _sampling_defaults(cfg, header, tok):
         return None
     return sampling.Defaults.from_gguf(header, tok.n_vocab, tok.eog_ids, n_predict=cfg.n_predict,
                                        n_parallel=max(cfg.n_parallel, 1) if cfg.n_parallel > 0 else 4,
-                                       sse_ping_interval=cfg.sse_ping_interval, **cfg.sampling)
+                                       sse_ping_interval=cfg.sse_ping_interval, verbosity=cfg.log_verbosity,
+                                       **cfg.sampling)
+
+
+def _templates(cfg, header):
+    """common_chat_templates_init with --chat-template(-file): the text is parsed as Jinja in either mode (the
+    legacy path reads only its source); under --jinja an override must render a "test" message
+    (common_chat_verify_template), else llama-server exits. Under --no-jinja at a log verbosity of 4 or more,
+    llama-server formats an example chat at load (its trace line) and stops when the template selects no
+    built-in one."""
+    from ..template import ChatTemplates, TemplateError
+    from ..template_legacy import verify
+    override = cfg.chat_template or None
+    try:
+        templates = ChatTemplates.from_gguf(header, override=override)
+        if override is not None and cfg.use_jinja:
+            templates.startup_check()
+    except TemplateError as e:
+        raise ServerRefusal(f"the chat template cannot be used: {e.message}") from None
+    if not cfg.use_jinja and cfg.log_verbosity >= 4 and not verify(templates.source()):
+        raise ServerRefusal("chat template parsing error: this custom template is not supported, try using --jinja")
+    return templates
 
 
 class ServerRefusal(BankmlError):

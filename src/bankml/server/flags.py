@@ -136,6 +136,8 @@ class ServerConfig:
     threads_http: int = -1
     log_verbosity: int = 3
     log_disable: bool = False
+    use_jinja: bool = True                 # --jinja (llama-server's default) / --no-jinja: the built-in templates
+    chat_template: str = ""                # --chat-template TEXT or --chat-template-file's content ("" = the GGUF's)
     sampling: dict = field(default_factory=dict)
     help: bool = False
     version: bool = False
@@ -290,6 +292,14 @@ def _api_key_file(cfg, flag, v):
         raise FlagError(f"error: failed to open file '{v}'") from None
 
 
+def _chat_template_file(cfg, flag, v):
+    try:
+        with open(v, "rb") as f:
+            cfg.chat_template = f.read().decode("utf-8", "surrogateescape")
+    except OSError:
+        raise FlagError(f"error while handling argument \"{flag}\": error: failed to open file '{v}'") from None
+
+
 def _only(attr, allowed, why):
     def apply(cfg, flag, v):
         if v not in allowed:
@@ -357,7 +367,10 @@ _FLAGS = [
     (("-lv", "--verbosity", "--log-verbosity"), True, _verbosity),
     (("-v", "--verbose", "--log-verbose"), False, _flag("log_verbosity", 99)),
     (("--log-disable",), False, _flag("log_disable", True)),
-    (("--jinja",), False, None),
+    (("--jinja",), False, _flag("use_jinja", True)),
+    (("--no-jinja",), False, _flag("use_jinja", False)),
+    (("--chat-template",), True, _set("chat_template")),
+    (("--chat-template-file",), True, _chat_template_file),
     (("--no-webui", "--no-ui"), False, None),
     (("--no-warmup",), False, None),
     (("--warmup",), False, None),
@@ -562,6 +575,10 @@ def _check(cfg: ServerConfig) -> None:
         raise FlagError(f"error: invalid number of slots {cfg.n_parallel}")
     if cfg.n_batch < 1 or cfg.n_ubatch < 1:
         raise FlagError("error: batch sizes must be positive")
+    if cfg.chat_template and not cfg.use_jinja:
+        from ..template_legacy import startup_error, verify
+        if not verify(cfg.chat_template):
+            raise FlagError(startup_error(cfg.chat_template).rstrip("\n"))
     if cfg.cache_type_k != cfg.cache_type_v:
         raise UnsupportedFlag(f"-ctk {cfg.cache_type_k} -ctv {cfg.cache_type_v}",
                               "bankml's KV cache has one type for K and V")
@@ -595,7 +612,10 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
   --frequency-penalty        sampling defaults
   -bs, --backend-sampling    backend sampling by default (the sampling graph, docs/sampling.md)
-  --jinja, --reasoning off, --no-webui, --no-warmup, -fa auto|on   accepted (bankml's only mode)
+  --jinja, --no-jinja         chat templates through Jinja (default), or llama.cpp's built-in templates
+  --chat-template NAME|TEXT  the chat template (a built-in name without --jinja; a Jinja text with it)
+  --chat-template-file FNAME the chat template from a file
+  --reasoning off, --no-webui, --no-warmup, -fa auto|on   accepted (bankml's only mode)
   -lv N, -v, --log-disable   logging
 Every flag's LLAMA_ARG_* environment variable is read first (llama-server's); the command line wins.
 """

@@ -79,7 +79,7 @@ def props_body(ctx) -> dict:
         "cors_proxy_enabled": False,
     }
     tool_use = ctx.templates.source("tool_use")
-    if tool_use:
+    if tool_use and cfg.use_jinja:
         body["chat_template_tool_use"] = tool_use
     return body
 

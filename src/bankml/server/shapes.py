@@ -147,6 +147,8 @@ def oai_completion_final(res: Final, params, model: str, cmpl_id: str, index: in
         "created": int(time.time()), "model": model, "system_fingerprint": BUILD_INFO,
         "object": "text_completion", "usage": usage(res), "id": cmpl_id,
     }
+    if params.verbose:
+        body["__verbose"] = completion_final(res, params, model, index)
     if res.stats is not None:
         body["timings"] = res.stats
     return body
@@ -165,6 +167,8 @@ def oai_completion_partial(ev, params, model: str, cmpl_id: str, index: int = 0)
         "created": int(time.time()), "model": model, "system_fingerprint": BUILD_INFO,
         "object": "text_completion", "id": cmpl_id,
     }
+    if params.verbose:
+        body["__verbose"] = completion_partial(ev, params, index)
     if ev.stats is not None:
         body["timings"] = ev.stats
     if progress:
@@ -227,6 +231,8 @@ def chat_final(res: Final, params, model: str, cmpl_id: str, state: ChatState, i
         choice["logprobs"] = {"content": probs_to_json(res.probs, params.post_sampling_probs)}
     body = {"choices": [choice], "created": int(time.time()), "model": model, "system_fingerprint": BUILD_INFO,
             "object": "chat.completion", "usage": usage(res), "id": cmpl_id}
+    if params.verbose:
+        body["__verbose"] = completion_final(res, params, model, index)
     if res.stats is not None:
         body["timings"] = res.stats
     return body
@@ -270,4 +276,6 @@ def chat_stream_final(res: Final, params, model: str, cmpl_id: str, state: ChatS
         chunks.append(c)
     if res.stats is not None:
         chunks[-1]["timings"] = res.stats
+    if params.verbose:
+        chunks[0]["__verbose"] = completion_final(res, params, model, index)
     return chunks
