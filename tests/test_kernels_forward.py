@@ -119,3 +119,19 @@ def test_get_rows_q4_1_matches_the_converter_decoder():
     want = quantize.dequantize(3, table, 8, 576)
     got = np.stack([K.get_row("Q4_1", table[i], 576) for i in range(8)])
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("k", [96, 576, 8224])  # 8224 = 257 blocks: past the kernel's stack of VNNI starts
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_q8_0_regrouped_rows_match_vec_dot_on_any_bytes(k, n):
+    # every int8 weight byte, -128 included (the VNNI kernel stores x + 128; ggml's sign trick keeps |x|)
+    rng = np.random.default_rng(k * 10 + n)
+    m, nb = 24, k // 32
+    blocks = np.zeros((m, nb, 34), dtype=np.uint8)
+    blocks[:, :, :2] = rng.uniform(1e-3, 2e-2, (m, nb)).astype(np.float16)[..., None].view(np.uint8)
+    blocks[:, :, 2:] = rng.integers(0, 256, (m, nb, 32), dtype=np.uint8)
+    w = blocks.reshape(m, nb * 34)
+    x = FI.activations(n, k, 5)
+    plain = K.matmul("Q8_0", w, k, x)
+    grouped = K.matmul("Q8_0", w, k, x, regroup=True)
+    np.testing.assert_array_equal(plain.view(np.uint32), grouped.view(np.uint32))

@@ -12,7 +12,9 @@
  * Layouts, per group of 8 rows g and block b (blocks of a group contiguous, groups contiguous):
  *   Q4_1x8 (160 bytes = 8 x 20): half d[8]; half m[8]; uint8 q[4][8][4]: q[c][r][i] = qs_r[4c + i], whose low
  *          nibbles are elements 4c+i (lane c) and high nibbles elements 16+4c+i (lane c+4)
- *   Q8_0x8 (272 bytes = 8 x 34): half d[8]; int8 q[8][8][4]: q[j][r][i] = qs_r[4j + i]
+ *   Q8_0x8 (272 bytes = 8 x 34): half d[8]; int8 q[8][8][4]: q[j][r][i] = qs_r[4j + i]; when the VNNI lanes
+ *          run (bk_x8_uses_vnni), stored as the unsigned byte qs + 128, and vpdpbusd starts from
+ *          -128 * (sum of the activation's 4 bytes): the same exact integer as ggml's sign trick
  * Rows past the last multiple of 8 stay in the file layout (the caller runs them with quants.h's dot products).
  */
 #ifndef BK_ROWS8_H
