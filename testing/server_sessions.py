@@ -308,6 +308,72 @@ def sessions() -> list[dict]:
                           post("/v1/completions", {**oa, "prompt": "The capital of France is", "max_tokens": 8,
                                                    "temperature": 0})],
         note="requests as the openai package sends them")
+    s += proxy_sessions()
+    return s
+
+
+def _proxy(url: str, method: str = "GET", **kw) -> dict:
+    return {"method": method, "path": "/cors-proxy?url=" + url, **kw}
+
+
+def _preflight(origin: str, path: str = "/completions") -> dict:
+    return {"method": "OPTIONS", "path": path, "headers": {
+        "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "Authorization"}}
+
+
+def proxy_sessions() -> list[dict]:
+    """/cors-proxy (--ui-mcp-proxy) in front of a target server (tests/proxy_target.py: `$TARGET`), and the
+    CORS default --tools changes. Proxy header names are sent lower-case (what an ASGI server sees)."""
+    T = "http://$TARGET"
+    P = "x-llama-server-proxy-header-"
+    s = []
+
+    def add(name, steps, f, note="", target=True):
+        s.append({"name": name, "flags": f, "note": note, "steps": steps, **({"target": True} if target else {})})
+
+    add("cors_proxy", [
+        _proxy(T + "/plain"), _proxy(T + "/json", headers={P + "accept": "application/json", P + "b-second": "2",
+                                                             P + "a-first": "1", "Cookie": "c=1"}),
+        _proxy(T + "/echo", "POST", body={"a": 1}), _proxy(T + "/echo", "POST"),
+        _proxy(T + "/echo", "POST", body={"a": 1}, headers={P + "content-type": "application/json"}),
+        _proxy(T + "/echo", "POST", raw="x" * 1500),
+        _proxy(T + "/chunked"), _proxy(T + "/empty"), _proxy(T + "/notype"), _proxy(T + "/close"),
+        _proxy(T + "/missing"), _proxy(T + "/fail"), _proxy(T + "/dup"), _proxy(T + "/binary"),
+        _proxy(T + "/redirect"), _proxy(T + "/redirect-abs"), _proxy(T + "/loop"), _proxy(T + "/noloc"),
+        _proxy(T + "/redirect-ftp"), _proxy(T + "/see-other", "POST", body={"a": 1}, headers={P + "x-keep": "k"}),
+        _proxy(T + "/redirect", "POST", body={"a": 1}),
+        _proxy(T + "/a%20b+c?q=1+2&r=x%2By"), _proxy(T), _proxy(T + "/x&url=" + T + "/second"),
+        _proxy("http%3A%2F%2F$TARGET%2Fenc%3Fa%3D%25zz%26b"), _proxy(T + "/p%C3%A9;x,y'z?k=%E2%82%AC&flag&=v&e="),
+        _proxy(T + "/plain#frag"), _proxy("http://u@$TARGET/plain"),
+        _proxy(T + "/binary", headers={P + "host": "example.com", P: "empty", P + "accept-encoding": "gzip",
+                                       P + "content-length": "55", P + "connection": "keep-alive"}),
+        {"method": "DELETE", "path": "/cors-proxy?url=" + T + "/plain"},
+        {"method": "PUT", "path": "/cors-proxy?url=" + T + "/plain"},
+        {"method": "OPTIONS", "path": "/cors-proxy", "headers": {"Origin": "http://localhost:3000"}},
+    ], flags("--ui-mcp-proxy"), note="what the target receives and what comes back")
+    add("cors_proxy_bad_urls", [
+        _proxy("http://127.0.0.1:1/"), {"method": "GET", "path": "/cors-proxy"}, _proxy("ftp://x/"),
+        _proxy("HTTP://x/"), _proxy("file:///etc/passwd"), _proxy("http://u:p@127.0.0.1:1/plain"),
+        _proxy("http://127.0.0.1:abc/"), _proxy("http://127.0.0.1:99999999999/"), _proxy("http://127.0.0.1:70000/"),
+        _proxy("http://127.0.0.1:0/"), _proxy("http://127.0.0.1:%2012x/"), _proxy("http://[::1/"), _proxy("http:///x"),
+        _proxy("http://[::1]:1/x"), _proxy("http://localhost:1/"), _proxy("https://127.0.0.1:1/"),
+        _proxy("http://127.0.0.1:1/", "POST", body={"a": 1}), get("/tools"), post("/tools", {"tool": "read_file"}),
+    ], flags("--webui-mcp-proxy"), note="refused targets, unreachable ones", target=False)
+    key = {"Authorization": "Bearer sekrit"}
+    add("cors_proxy_api_key", [
+        _proxy(T + "/capture"), _proxy(T + "/capture", headers={"Authorization": "Bearer wrong"}),
+        _proxy(T + "/capture", headers={**key, "Proxy-Authorization": "Basic secret", "X-Api-Key": "sekrit",
+                                        "Cookie": "session=secret", P + "accept": "application/json",
+                                        P + "authorization": "Bearer explicit"}),
+        _proxy(T + "/capture", headers={"X-Api-Key": "sekrit"}), get("/health"),
+    ], flags("--api-key", "sekrit", "--ui-mcp-proxy"), note="the suite's test_cors_proxy_only_forwards_explicit_"
+                                                          "proxy_headers, and the key check in front of the proxy")
+    add("cors_proxy_disabled", [
+        _proxy(T + "/plain"), _proxy(T + "/plain", "POST", body={}), get("/tools"), post("/tools", {}),
+        {"method": "OPTIONS", "path": "/cors-proxy"}, _proxy(T + "/plain", headers={"Origin": "http://x.y"}),
+    ], flags(), note="without --ui-mcp-proxy / --tools: 403, the target sees nothing")
+    add("cors_proxy_agent_off", [_proxy(T + "/plain"), get("/tools")],
+        flags("--ui-mcp-proxy", "--no-ui-mcp-proxy"), note="the last of --ui-mcp-proxy / --no-ui-mcp-proxy wins")
     return s
 
 

@@ -36,6 +36,8 @@ RECORDS = Path(__file__).parent / "oracle" / "server"
 COMPARED_HEADERS = ("content-type", "server", "access-control-allow-origin", "access-control-allow-credentials",
                     "access-control-allow-methods", "access-control-allow-headers", "x-accel-buffering")
 NOT_RECORDED_HEADERS = ("date",)
+# in sessions with a target server behind /cors-proxy (tests/proxy_target.py) every header is compared but these
+TARGET_SKIPPED_HEADERS = ("date", "keep-alive", "connection", "transfer-encoding")
 
 # timings' keys whose values are measured, not counted
 MEASURED = ("prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_ms", "predicted_per_token_ms",
@@ -240,7 +242,12 @@ def differences(want: dict, got: dict) -> list[str]:
     diffs = []
     if want["status"] != got["status"]:
         diffs.append(f"status {got['status']} != {want['status']}")
-    for h in COMPARED_HEADERS:
+    compared = COMPARED_HEADERS
+    if "target_saw" in want or "target_saw" in got:
+        compared = sorted({h for h in list(want["headers"]) + list(got["headers"]) if h not in TARGET_SKIPPED_HEADERS})
+        if want.get("target_saw") != got.get("target_saw"):
+            diffs.append(f"the target saw {got.get('target_saw')!r} != {want.get('target_saw')!r}")
+    for h in compared:
         if want["headers"].get(h) != got["headers"].get(h):
             diffs.append(f"header {h}: {got['headers'].get(h)!r} != {want['headers'].get(h)!r}")
     for kind in ("json", "text", "hex"):
@@ -329,6 +336,34 @@ class BankmlServe:
 
 # ---------------------------------------------------------------- records and replay
 
+def _swap(value, old: str, new: str):
+    if isinstance(value, dict):
+        return {_swap(k, old, new): _swap(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(v, old, new) for v in value]
+    return value.replace(old, new) if isinstance(value, str) else value
+
+
+def exchange(port: int, req: dict, target=None) -> dict:
+    """send + answer_record; with a `target` (tests/proxy_target.Target) `$TARGET` in the request is its
+    host:port, written back as `$TARGET` in the answer, and the answer gets `target_saw`: the raw requests the
+    target received meanwhile."""
+    if target is None:
+        return answer_record(*send(port, req))
+    ans = _swap(answer_record(*send(port, _swap(req, "$TARGET", target.authority))), target.authority, "$TARGET")
+    ans["target_saw"] = target.take()
+    return ans
+
+
+def target_for(session: dict):
+    """A fresh target server for a session that has one (`"target": true`), else a context giving None."""
+    import contextlib
+    if not session.get("target"):
+        return contextlib.nullcontext()
+    from proxy_target import Target
+    return Target()
+
+
 def load(name: str) -> list[dict]:
     return json.loads((RECORDS / name).read_text())
 
@@ -348,9 +383,9 @@ def replay_answers(session: dict, model: str, argv_extra: list[str] | None = Non
     """Sends a session's requests in order to a fresh bankml-serve started with the session's flags; returns
     (recorded, replayed) answer pairs, both normalized."""
     out = []
-    with BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
+    with target_for(session) as target, BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
         for step in session["steps"]:
-            out.append((normalize(step["answer"], ""), normalize(srv.answer(step["request"]), model)))
+            out.append((normalize(step["answer"], ""), normalize(exchange(srv.port, step["request"], target), model)))
     return out
 
 

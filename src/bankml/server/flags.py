@@ -120,6 +120,9 @@ class ServerConfig:
     cors_methods: str = "GET, POST, DELETE, OPTIONS"
     cors_headers: str = "*"
     cors_credentials: bool = True
+    cors_origins_explicit: bool = False    # --cors-origins given (else --tools makes the default "localhost")
+    ui_mcp_proxy: bool = False             # --ui-mcp-proxy: /cors-proxy (bankml.server.cors_proxy)
+    server_tools: list[str] = field(default_factory=list)   # --tools (bankml.server.tools)
     endpoint_metrics: bool = False
     endpoint_props: bool = False
     endpoint_slots: bool = True
@@ -230,6 +233,56 @@ def _api_key_file(cfg, flag, v):
         raise FlagError(f"error: failed to open file '{v}'") from None
 
 
+def _cors_origins(cfg, flag, v):
+    cfg.cors_origins = v
+    cfg.cors_origins_explicit = True
+
+
+def parse_csv_row(v: str) -> list[str]:
+    """common/arg.cpp's parse_csv_row: comma-separated fields, a field may be "quoted" ("" is a quote inside);
+    an empty value is one empty field."""
+    fields, cur, quoted, i = [], "", False, 0
+    while i < len(v):
+        ch = v[i]
+        if ch == '"':
+            if not quoted:
+                if cur:
+                    cur += '"'
+                else:
+                    quoted = True
+            elif v[i + 1:i + 2] == '"':
+                cur += '"'
+                i += 1
+            else:
+                quoted = False
+        elif ch == "," and not quoted:
+            fields.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    fields.append(cur)
+    return fields
+
+
+def _tools(cfg, flag, v):
+    cfg.server_tools = parse_csv_row(v)
+
+
+def _agent(on):
+    def apply(cfg, flag, v):
+        cfg.server_tools = ["all"] if on else []
+        cfg.ui_mcp_proxy = on
+    return apply
+
+
+def _refuse_nonempty(why):
+    def apply(cfg, flag, v):
+        if v:
+            raise UnsupportedFlag(f"{flag} {v}", why)
+    return apply
+
+
 def _only(attr, allowed, why):
     def apply(cfg, flag, v):
         if v not in allowed:
@@ -275,11 +328,19 @@ _FLAGS = [
     (("-a", "--alias"), True, _alias),
     (("--api-key",), True, _api_key),
     (("--api-key-file",), True, _api_key_file),
-    (("--cors-origins",), True, _set("cors_origins")),
+    (("--cors-origins",), True, _cors_origins),
     (("--cors-methods",), True, _set("cors_methods")),
     (("--cors-headers",), True, _set("cors_headers")),
     (("--cors-credentials",), False, _flag("cors_credentials", True)),
     (("--no-cors-credentials",), False, _flag("cors_credentials", False)),
+    (("--ui-mcp-proxy", "--webui-mcp-proxy"), False, _flag("ui_mcp_proxy", True)),
+    (("--no-ui-mcp-proxy", "--no-webui-mcp-proxy"), False, _flag("ui_mcp_proxy", False)),
+    (("--tools",), True, _tools),
+    (("-ag", "--agent"), False, _agent(True)),
+    (("-no-ag", "--no-agent"), False, _agent(False)),
+    (("--tools-runtime",), True, _refuse_nonempty("bankml runs --tools on the host only (no tools runtime)")),
+    (("--mcp-servers-config",), True, _refuse_nonempty("bankml does not run MCP servers")),
+    (("--mcp-servers-json",), True, _refuse_nonempty("bankml does not run MCP servers")),
     (("--metrics",), False, _flag("endpoint_metrics", True)),
     (("--props",), False, _flag("endpoint_props", True)),
     (("--slots",), False, _flag("endpoint_slots", True)),
@@ -359,6 +420,9 @@ def parse_flags(argv: list[str]) -> ServerConfig:
 
 
 def _check(cfg: ServerConfig) -> None:
+    if cfg.server_tools and not cfg.cors_origins_explicit:
+        # common_params_parse: built-in tools (or MCP servers) make the default CORS origin localhost
+        cfg.cors_origins = "localhost"
     if cfg.n_threads_batch > 0 and cfg.n_threads_batch != cfg.oracle_threads:
         raise UnsupportedFlag(f"-tb {cfg.n_threads_batch}", "bankml reproduces -tb equal to -t only")
     if cfg.n_ctx < 0:
@@ -390,6 +454,9 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   -a, --alias A[,B]          model aliases
   --api-key KEY[,KEY]        API keys (repeatable), --api-key-file FNAME
   --cors-origins O           (default: *); --cors-methods, --cors-headers, --[no-]cors-credentials
+  --ui-mcp-proxy             enable /cors-proxy (--no-ui-mcp-proxy; default: disabled)
+  --tools T1,T2 | all        built-in tools at /tools (default: none; makes --cors-origins default localhost)
+  -ag, --agent               --tools all and --ui-mcp-proxy (-no-ag: neither)
   --metrics                  enable /metrics
   --props                    enable POST /props
   --slots, --no-slots        GET /slots (default: on)

@@ -67,6 +67,12 @@ def error_response(message: str, status: int = 500, etype: str | None = None, **
     return json_response(error_body(message, status, etype, **extra), status)
 
 
+def feature_disabled() -> Response:
+    """llama-server's answer on a route whose feature is off (/cors-proxy without --ui-mcp-proxy, /tools without
+    --tools): 403, {"error": {"message": "this feature is disabled", "type": "feature_disabled"}}."""
+    return json_response({"error": {"message": "this feature is disabled", "type": "feature_disabled"}}, 403)
+
+
 def router_error(message: str, etype: str, status: int) -> bytes:
     # the middleware's own errors keep the key order message, type, code
     return dumps({"error": {"message": message, "type": etype, "code": status}})

@@ -1,0 +1,121 @@
+"""A loopback HTTP server that records the raw requests it receives and answers each path with fixed bytes: the
+"target" behind a server's /cors-proxy in recorded sessions (testing/record_server.py) and their replays
+(tests/server_replay.py).
+
+    with Target() as t:            # listens on 127.0.0.1:<free port>; t.authority == "127.0.0.1:<port>"
+        ...                        # requests to http://$TARGET/<path> (see ROUTES)
+        t.take()                   # the raw requests received since the last take(), as text
+
+Each connection carries one request (the answer closes it; redirects say `Connection: close` too, else
+cpp-httplib may send the next hop on the closed socket): request line, headers and body (Content-Length or
+chunked) are kept byte for byte, with the target's own authority written `$TARGET`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+_OK = "HTTP/1.1 200 OK\r\n"
+
+#: path -> the raw answer ("$TARGET" is the target's own host:port)
+ROUTES = {
+    "/plain": _OK + "Content-Type: text/plain\r\nContent-Length: 2\r\nX-Custom: v1\r\n\r\nok",
+    "/json": _OK + "Content-Type: application/json\r\nContent-Length: 11\r\nServer: target/1\r\n"
+                   "Access-Control-Allow-Origin: *\r\nKeep-Alive: timeout=9\r\nX-Other: two\r\n\r\n{\"a\":[1,2]}",
+    "/notype": _OK + "Content-Length: 5\r\n\r\nhello",
+    "/close": "HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<p>until close</p>",
+    "/chunked": _OK + "Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
+                      "b\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\n0\r\n\r\n",
+    "/empty": "HTTP/1.1 204 No Content\r\nX-Empty: yes\r\n\r\n",
+    "/missing": "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nnope",
+    "/fail": "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 16\r\n"
+             "Retry-After: 3\r\n\r\n{\"error\":\"busy\"}",
+    "/redirect": "HTTP/1.1 302 Found\r\nConnection: close\r\nLocation: /plain\r\nContent-Length: 0\r\n\r\n",
+    "/redirect-abs": "HTTP/1.1 301 Moved Permanently\r\nConnection: close\r\nLocation: http://$TARGET/json?x=1\r\nContent-Length: 0\r\n\r\n",
+    "/see-other": "HTTP/1.1 303 See Other\r\nConnection: close\r\nLocation: /plain\r\nContent-Length: 0\r\n\r\n",
+    "/noloc": "HTTP/1.1 302 Found\r\nConnection: close\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n\r\nabc",
+    "/redirect-ftp": "HTTP/1.1 302 Found\r\nConnection: close\r\nLocation: ftp://x/\r\nContent-Length: 0\r\n\r\n",
+    "/dup": _OK + "Content-Type: text/plain\r\nX-Dup: first\r\nX-Dup: second\r\nx-lower: a\r\nSet-Cookie: a=1\r\n"
+                  "Content-Length: 3\r\n\r\ndup",
+    "/loop": "HTTP/1.1 302 Found\r\nConnection: close\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n",
+    "/binary": _OK + "Content-Type: application/octet-stream\r\nContent-Length: 4\r\n\r\n\x00\xff\x80A",
+}
+DEFAULT = _OK + "Content-Type: text/plain\r\nContent-Length: 7\r\n\r\ndefault"
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    fields = {}
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        fields[k.strip().lower()] = v.strip()
+    if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+        while not body.endswith(b"0\r\n\r\n"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    else:
+        n = int(fields.get(b"content-length", b"0") or 0)
+        while len(body) < n:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+class Target:
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.authority = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.seen: list[str] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> "Target":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(30)
+            try:
+                raw = _read_request(conn)
+            except OSError:
+                return
+            with self.lock:
+                self.seen.append(raw.decode("latin-1").replace(self.authority, "$TARGET"))
+            target = raw.split(b" ", 2)[1].decode("latin-1") if raw.count(b" ") >= 2 else "/"
+            answer = ROUTES.get(target.split("?")[0], DEFAULT).replace("$TARGET", self.authority)
+            try:
+                conn.sendall(answer.encode("latin-1"))
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def take(self) -> list[str]:
+        with self.lock:
+            out, self.seen = self.seen, []
+        return out
