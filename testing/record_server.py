@@ -51,10 +51,10 @@ def play(session: dict, model: str, port: int) -> list[dict]:
     steps = []
     answers = []
     log = f"/tmp/record_server_{session['name']}.log"
-    with sr.target_for(session) as target, start(session["flags"], model, port, log) as srv:
+    with sr.Fixtures(session) as fx, start(session["flags"], model, port, log) as srv:
         for step in session["steps"]:
             req = step(answers) if callable(step) else step
-            ans = sr.substitute_model(sr.exchange(srv.port, req, target), model)
+            ans = sr.substitute_model(sr.exchange(srv.port, req, fx), model)
             answers.append(ans)
             steps.append({"request": req, "answer": ans})
     return steps
@@ -83,8 +83,7 @@ def record_sessions(only: set[str], check: bool, ports: Ports, model: str) -> No
         t = time.time()
         steps = play(sess, model, ports.next())
         rec = {"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps}
-        if sess.get("target"):
-            rec["target"] = True
+        rec.update({k: sess[k] for k in ("target", "files", "blank") if k in sess})
         if check:
             problems = unstable(steps, play(sess, model, ports.next()))
             if problems:

@@ -308,7 +308,121 @@ def sessions() -> list[dict]:
                           post("/v1/completions", {**oa, "prompt": "The capital of France is", "max_tokens": 8,
                                                    "temperature": 0})],
         note="requests as the openai package sends them")
-    s += proxy_sessions()
+    s += proxy_sessions() + tools_sessions()
+    return s
+
+
+TOOL_FILES = {
+    "a.txt": "line one\nline two\nline three\n",
+    "b.md": "no newline at end",
+    "sub/c.py": "def f():\n    return 1  \n",
+    "sub/deep/d.txt": "x\n",
+    "quotes.txt": "say \u201chello\u201d \u2014 ok  \nnext line\n",
+    "dup.txt": "same\nother\nsame\n",
+    "big.txt": "0123456789\n" * 2000,
+    "bin.dat": {"hex": "fffe410a"},
+    "edit.txt": "alpha\nbeta\ngamma\ndelta\n",
+}
+
+
+def _tool(tool: str, params=None, stream=None, cwd: bool = True, **headers) -> dict:
+    body = {"tool": tool}
+    if params is not None:
+        body["params"] = params
+    if stream is not None:
+        body["stream"] = stream
+    hs = ({"x-tool-cwd": "$TOOLS"} if cwd else {}) | {k.replace("_", "-"): v for k, v in headers.items()}
+    return post("/tools", body, headers=hs)
+
+
+def tools_sessions() -> list[dict]:
+    """/tools (--tools): every built-in tool on a fresh directory of TOOL_FILES (`$TOOLS`, the x-tool-cwd), and the
+    CORS default --tools brings. get_info's `os` (uname -a) is blanked: it names the machine."""
+    s = []
+
+    def add(name, steps, f, note="", files=True):
+        s.append({"name": name, "flags": f, "note": note, "steps": steps,
+                  **({"files": TOOL_FILES, "blank": ["os"]} if files else {})})
+
+    R, G, X = "read_file", "grep_search", "exec_shell_command"
+    add("tools_list_and_calls", [
+        get("/tools"), _tool(R, {"path": "a.txt"}), _tool(R, {"path": "a.txt", "start_line": 2, "end_line": 2}),
+        _tool(R, {"path": "a.txt", "append_loc": True, "start_line": 0}), _tool(R, {"path": "b.md"}),
+        _tool(R, {"path": "big.txt"}), _tool(R, {"path": "big.txt", "start_line": 1999, "end_line": 5000}),
+        _tool(R, {"path": "big.txt", "start_line": "2", "end_line": 2.7}), _tool(R, {"path": "nope.txt"}),
+        _tool(R, {"path": "sub"}), _tool(R, {"path": "bin.dat"}), _tool(R, {"path": "bin.dat"}, x_resp_type="base64"),
+        _tool(R, {"path": "$TOOLS/sub/c.py"}, cwd=False), _tool(R, {"path": "sub/../a.txt", "end_line": 0}),
+        _tool(R, {"path": 5}), _tool(R, {}), _tool(R), _tool(R, {"path": "a.txt", "resp_type": "base64"}),
+        _tool("write_file", {"path": "new/dir/e.txt", "content": "h\u00e9llo\n"}), _tool(R, {"path": "new/dir/e.txt"}),
+        _tool("write_file", {"path": "a.txt/x", "content": "no"}), _tool("write_file", {"path": "w.txt"}),
+        _tool("get_info"), _tool("get_info", {"cwd": "/elsewhere"}),
+    ], flags("--tools", "all"), note="GET /tools, read_file, write_file, get_info")
+    E = "edit_file"
+    add("tools_edit_file", [
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "beta", "new_text": "BETA"}]}),
+        _tool(R, {"path": "edit.txt"}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "delta\n", "new_text": ""},
+                                                {"old_text": "alpha", "new_text": "A\nA"}]}),
+        _tool(R, {"path": "edit.txt"}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "zzz", "new_text": "y"}]}),
+        _tool(E, {"path": "dup.txt", "edits": [{"old_text": "same", "new_text": "y"}]}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "BETA\ngam", "new_text": "1"},
+                                                {"old_text": "gamma", "new_text": "2"}]}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "", "new_text": "y"}]}),
+        _tool(E, {"path": "edit.txt", "edits": []}), _tool(E, {"path": "edit.txt", "edits": "x"}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "BETA", "new_text": "BETA"}]}),
+        _tool(E, {"path": "edit.txt", "edits": [5]}), _tool(E, {"path": "edit.txt"}),
+        _tool(E, {"path": "quotes.txt", "edits": [{"old_text": 'say "hello" - ok\nnext', "new_text": "said\nnext"}]}),
+        _tool(R, {"path": "quotes.txt"}),
+        _tool(E, {"path": "missing.txt", "edits": [{"old_text": "a", "new_text": "b"}]}),
+    ], flags("--tools", "all"), note="edit_file: exact, several, fuzzy (quotes, dashes, trailing blanks), refusals")
+    F = "file_glob_search"
+    add("tools_search", [
+        _tool(F, {"path": ".", "include": "*.py"}), _tool(F, {"path": ".", "include": "deep/*.txt"}),
+        _tool(F, {"path": ".", "include": "sub/**", "type": "dir"}), _tool(F, {"path": "sub", "include": "c.*"}),
+        _tool(F, {"path": ".", "include": "d.txt", "max_depth": 2}), _tool(F, {"path": ".", "include": "[ab].md"}),
+        _tool(F, {"path": ".", "include": "*.py", "exclude": "c*"}), _tool(F, {"path": ".", "limit": 0}),
+        _tool(F, {"path": ".", "type": "link"}), _tool(F, {"path": "nowhere"}), _tool(F, {}),
+        _tool(G, {"path": "a.txt", "pattern": "line"}),
+        _tool(G, {"path": "a.txt", "pattern": "t[wh]", "return_line_numbers": True}),
+        _tool(G, {"path": "a.txt", "pattern": "two", "context_lines": 1}),
+        _tool(G, {"path": "a.txt", "pattern": "LINE T", "ignore_case": True}),
+        _tool(G, {"path": "big.txt", "pattern": "^0123"}), _tool(G, {"path": "a.txt", "pattern": "e.t", "literal": True}),
+        _tool(G, {"path": "sub", "pattern": "return\\s+\\d"}), _tool(G, {"path": ".", "pattern": "def", "include": "*.py"}),
+        _tool(G, {"path": "nowhere", "pattern": "x"}), _tool(G, {"path": "a.txt"}),
+    ], flags("--tools", "all"), note="file_glob_search and grep_search (each listing matches at most one entry "
+                                     "per directory: the walker's order is the file system's)")
+    add("tools_exec", [
+        _tool(X, {"command": "echo hi"}), _tool(X, {"command": "echo err 1>&2; exit 3"}),
+        _tool(X, {"command": "printf abcdef", "max_output_size": 2}), _tool(X, {"command": "printf abc",
+                                                                               "max_output_size": 0}),
+        _tool(X, {"command": "pwd"}), _tool(X, {"command": "sleep 5", "timeout": 1}),
+        _tool(X, {"command": "echo one"}, stream=True), _tool(X, {"command": "exit 2"}, stream=True),
+        _tool(X, {"command": "pwd"}, x_tool_cwd="/nonexistent-dir"), _tool(X, {}),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="bogus"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="docker:img"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="docker-container:-x"),
+    ], flags("--tools", "all"), note="exec_shell_command: output, exit codes, limits, timeout, stream, cwd")
+    add("tools_requests", [
+        post("/tools", {}), post("/tools", {"tool": "nope"}), post("/tools", {"tool": 5}),
+        post("/tools", {"tool": "read_file", "stream": True}), post("/tools", {"tool": "read_file", "stream": "yes"}),
+        post("/tools", {"tool": "read_file", "params": 5}), post("/tools", {"tool": "read_file", "params": None}),
+        post("/tools", [1]), post("/tools", None, raw="{nope"), post("/tools", None),
+        post("/tools", {"tool": "exec_shell_command", "params": {"command": "echo x"}}),
+        get("/tools"), post("/tools", {"tool": "read_file", "params": 5}, headers={"x-tool-cwd": "/tmp"}),
+        post("/tools", {"tool": "get_info", "params": None}, headers={"x-tool-cwd": "$TOOLS"}),
+    ], flags("--tools", "read_file,get_info"), note="the request's own errors; a subset of the tools")
+    pre = _preflight
+    add("tools_cors_default", [
+        pre("http://localhost:8080"), pre("http://evil.com"), pre("http://127.0.0.1:3000", "/tools"),
+        {**get("/health"), "headers": {"Origin": "http://evil.com"}},
+        {**get("/tools"), "headers": {"Origin": "http://[::1]:1"}},
+    ], flags("--tools", "all"), note="--tools: the default --cors-origins is localhost", files=False)
+    add("tools_cors_explicit", [pre("http://localhost:8080"), pre("http://evil.com")],
+        flags("--cors-origins", "*", "--tools", "get_info"), note="an explicit --cors-origins stays", files=False)
+    add("agent_cors", [pre("http://localhost:8080"), pre("http://evil.com"), get("/tools"),
+                       _proxy("http://127.0.0.1:1/")],
+        flags("--agent"), note="--agent: all tools, the proxy, the localhost default", files=False)
     return s
 
 

@@ -344,24 +344,54 @@ def _swap(value, old: str, new: str):
     return value.replace(old, new) if isinstance(value, str) else value
 
 
-def exchange(port: int, req: dict, target=None) -> dict:
-    """send + answer_record; with a `target` (tests/proxy_target.Target) `$TARGET` in the request is its
-    host:port, written back as `$TARGET` in the answer, and the answer gets `target_saw`: the raw requests the
-    target received meanwhile."""
-    if target is None:
+class Fixtures:
+    """What a session's steps run against besides the server: a target server behind /cors-proxy (`"target":
+    true`, tests/proxy_target.Target, written `$TARGET` in requests and answers) and a fresh directory holding
+    `"files"` ({relative path: text or {"hex": bytes}}, written `$TOOLS`), for /tools."""
+
+    def __init__(self, session: dict):
+        self.session = session
+        self.target = None
+        self.swaps: list[tuple[str, str]] = []
+        self._stack = None
+
+    def __enter__(self) -> "Fixtures":
+        import contextlib
+        self._stack = contextlib.ExitStack()
+        if self.session.get("target"):
+            from proxy_target import Target
+            self.target = self._stack.enter_context(Target())
+            self.swaps.append(("$TARGET", self.target.authority))
+        if "files" in self.session:
+            d = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="bankml-tools-"))
+            d = os.path.realpath(d)
+            for rel, text in self.session["files"].items():
+                p = Path(d) / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(bytes.fromhex(text["hex"]) if isinstance(text, dict) else text.encode())
+            self.swaps.append(("$TOOLS", d))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+
+def exchange(port: int, req: dict, fx: Fixtures | None = None) -> dict:
+    """send + answer_record, with the fixtures' placeholders put in the request and taken out of the answer; with
+    a target the answer gets `target_saw`: the raw requests the target received meanwhile."""
+    if fx is None or not fx.swaps:
         return answer_record(*send(port, req))
-    ans = _swap(answer_record(*send(port, _swap(req, "$TARGET", target.authority))), target.authority, "$TARGET")
-    ans["target_saw"] = target.take()
+    for ph, real in fx.swaps:
+        req = _swap(req, ph, real)
+    ans = answer_record(*send(port, req))
+    for ph, real in fx.swaps:
+        ans = _swap(ans, real, ph)
+    if fx.target is not None:
+        ans["target_saw"] = fx.target.take()
+    for key in fx.session.get("blank", ()):
+        if isinstance(ans.get("json"), dict) and key in ans["json"]:
+            ans["json"][key] = "<blank>"
     return ans
-
-
-def target_for(session: dict):
-    """A fresh target server for a session that has one (`"target": true`), else a context giving None."""
-    import contextlib
-    if not session.get("target"):
-        return contextlib.nullcontext()
-    from proxy_target import Target
-    return Target()
 
 
 def load(name: str) -> list[dict]:
@@ -383,9 +413,9 @@ def replay_answers(session: dict, model: str, argv_extra: list[str] | None = Non
     """Sends a session's requests in order to a fresh bankml-serve started with the session's flags; returns
     (recorded, replayed) answer pairs, both normalized."""
     out = []
-    with target_for(session) as target, BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
+    with Fixtures(session) as fx, BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
         for step in session["steps"]:
-            out.append((normalize(step["answer"], ""), normalize(exchange(srv.port, step["request"], target), model)))
+            out.append((normalize(step["answer"], ""), normalize(exchange(srv.port, step["request"], fx), model)))
     return out
 
 
