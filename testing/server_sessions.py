@@ -402,6 +402,8 @@ def tools_sessions() -> list[dict]:
         _tool(X, {"command": "echo hi"}, x_tool_runtime="bogus"),
         _tool(X, {"command": "echo hi"}, x_tool_runtime="docker:img"),
         _tool(X, {"command": "echo hi"}, x_tool_runtime="docker-container:-x"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="ssh:-oProxyCommand=touch /tmp/pwned"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="ssh:"),
     ], flags("--tools", "all"), note="exec_shell_command: output, exit codes, limits, timeout, stream, cwd")
     add("tools_requests", [
         post("/tools", {}), post("/tools", {"tool": "nope"}), post("/tools", {"tool": 5}),

@@ -963,6 +963,9 @@ def _io(params) -> HostIO:
     else:
         if not runtime.startswith("ssh:"):
             raise RuntimeError("unknown tool runtime: " + runtime)
+        target = runtime[4:]
+        if not target or target[0] == "-" or not all(c.isascii() and (c.isalnum() or c in ".-_@") for c in target):
+            raise RuntimeError("invalid ssh target: " + target)
     raise BankmlError("tool runtimes (x-tool-runtime) are not reproduced by bankml")
 
 
