@@ -513,6 +513,21 @@ class ProxyAnswer:
         self.status, self.headers, self.ctype, self.body, self.first = status, headers, ctype, body, first
 
     async def __call__(self, scope, receive, send):
+        # the client going away stops the stream (llama-server's should_stop), closing the upstream
+        work = asyncio.ensure_future(self._answer(send))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (work, gone):
+            if task not in done:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        if work in done:
+            work.result()
+
+    async def _answer(self, send):
         hs = list(self.headers) + [(b"content-type", self.ctype.encode("latin-1"))]
         if self.status == 404:
             await self._not_found(hs, send)
@@ -550,6 +565,11 @@ class ProxyAnswer:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         # shorter: the connection closes before the declared length, as llama-server's does (the server
         # reports an incomplete answer and closes)
+
+
+async def _disconnected(receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _drain(up: Upstream):
