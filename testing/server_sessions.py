@@ -423,7 +423,7 @@ def tools_sessions() -> list[dict]:
     add("tools_cors_explicit", [pre("http://localhost:8080"), pre("http://evil.com")],
         flags("--cors-origins", "*", "--tools", "get_info"), note="an explicit --cors-origins stays", files=False)
     add("agent_cors", [pre("http://localhost:8080"), pre("http://evil.com"), get("/tools"),
-                       _proxy("http://127.0.0.1:1/")],
+                       _proxy("http://127.0.0.1:1/"), get("/props")],
         flags("--agent"), note="--agent: all tools, the proxy, the localhost default", files=False)
     return s
 
@@ -488,7 +488,7 @@ def proxy_sessions() -> list[dict]:
         _proxy(T + "/plain"), _proxy(T + "/plain", "POST", body={}), get("/tools"), post("/tools", {}),
         {"method": "OPTIONS", "path": "/cors-proxy"}, _proxy(T + "/plain", headers={"Origin": "http://x.y"}),
     ], flags(), note="without --ui-mcp-proxy / --tools: 403, the target sees nothing")
-    add("cors_proxy_agent_off", [_proxy(T + "/plain"), get("/tools")],
+    add("cors_proxy_agent_off", [_proxy(T + "/plain"), get("/tools"), get("/props")],
         flags("--ui-mcp-proxy", "--no-ui-mcp-proxy"), note="the last of --ui-mcp-proxy / --no-ui-mcp-proxy wins")
     return s
 
