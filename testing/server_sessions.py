@@ -390,6 +390,16 @@ def tools_sessions() -> list[dict]:
         _tool(G, {"path": "big.txt", "pattern": "^0123"}), _tool(G, {"path": "a.txt", "pattern": "e.t", "literal": True}),
         _tool(G, {"path": "sub", "pattern": "return\\s+\\d"}), _tool(G, {"path": ".", "pattern": "def", "include": "*.py"}),
         _tool(G, {"path": "nowhere", "pattern": "x"}), _tool(G, {"path": "a.txt"}),
+        _tool(G, {"path": "a.txt", "pattern": "(?=line t)l"}), _tool(G, {"path": "a.txt", "pattern": "li(?!ne o)ne"}),
+        _tool(G, {"path": "a.txt", "pattern": "\\x6cine\\s+o"}), _tool(G, {"path": "a.txt", "pattern": "l.*?e$"}),
+        _tool(G, {"path": "a.txt", "pattern": "(two|three)\\b"}), _tool(G, {"path": "a.txt", "pattern": "(e)\\1"}),
+        _tool(G, {"path": "a.txt", "pattern": "("}), _tool(G, {"path": "a.txt", "pattern": "[a"}),
+        _tool(G, {"path": "a.txt", "pattern": "a)"}), _tool(G, {"path": "a.txt", "pattern": "*a"}),
+        _tool(G, {"path": "a.txt", "pattern": "a\\"}), _tool(G, {"path": "a.txt", "pattern": "a{2"}),
+        _tool(G, {"path": "a.txt", "pattern": "(?<=l)ine"}), _tool(G, {"path": "a.txt", "pattern": "a{3,1}"}),
+        *[_tool(G, {"path": "a.txt", "pattern": p}) for p in (
+            "a**", "+", "a|*b", "(*a)", "[", "[]", "a{,2}", "\\", "(?P<n>a)", "x(", "(a))", "[[:alpha:]]", "\\e",
+            "a{2}{3}", "[b-a]", "(?:a", "\\u0041", "l\\w+?", "[^]x]")],
     ], flags("--tools", "all"), note="file_glob_search and grep_search (each listing matches at most one entry "
                                      "per directory: the walker's order is the file system's)")
     add("tools_exec", [

@@ -3,6 +3,8 @@ tests/test_server_sessions.py, sessions tools_*)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bankml.server import tools
@@ -17,11 +19,14 @@ def test_glob_match_as_common_cpp():
     assert tools.path_glob_match("deep/*.txt", "sub/deep/d.txt") and tools.path_glob_match("c.*", "sub/c.py")
 
 
-def test_regex_subset_shared_with_std_regex():
-    assert tools._python_regex("return\\s+\\d") == b"return\\s+\\d"
-    assert tools._python_regex("e.t") == b"e[^\\n\\r]t"
-    for refused in ("(?<=a)b", "(?P<n>a)", "[[:alpha:]]", "a++", "\\A", "[a"):
-        assert tools._python_regex(refused) is None
+def test_std_regex_translation_and_errors():
+    from bankml.server.ecma_regex import RegexError, translate
+    assert translate(b"a**") == b"(?:\\x61*)*" and translate(b"[]") == b"(?!)"
+    assert translate(b"e.t") == b"\\x65[^\\n\\r]\\x74" and translate(b"\\ca") is None
+    for bad, text in ((b"*a", "Mismatched '(' and ')'"), (b"(?<=a)b", "zero-width assertion"),
+                      (b"[b-a]", "Invalid range in bracket"), (b"a{3,1}", "Invalid range in '{}'")):
+        with pytest.raises(RegexError, match=re.escape(text)):
+            translate(bad)
 
 
 def test_enabled_tools_keep_build_order():

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from .. import nljson
 from ..chat_request import _json_value as json_value
 from ..errors import BankmlError
+from . import ecma_regex
 from .cors_proxy import ProxyAnswer
 from .http import JSON_TYPE, NOT_FOUND, dumps, error_body, error_response, feature_disabled, json_response
 
@@ -551,59 +552,6 @@ def t_file_glob_search(params, io: HostIO, st=None):
 GREP_REFUSED = ("grep_search with this regular expression is not reproduced by bankml (llama-server reads it with "
                 "std::regex ECMAScript)")
 _RE_SPECIALS = "\\^$.|?*+()[]{}"
-# the ECMAScript subset std::regex and Python's re (bytes) read alike: no look-around, named groups, flags,
-# POSIX classes or escapes beyond these
-_SAFE_ESCAPES = set("dDwWsSbBtnrfv0123456789") | set(_RE_SPECIALS) | set("-/")
-
-
-def _python_regex(src: str) -> bytes | None:
-    """The pattern for Python's re over bytes, or None when std::regex might read it otherwise."""
-    out, i, in_class = [], 0, False
-    while i < len(src):
-        c = src[i]
-        if c == "\\":
-            if i + 1 >= len(src) or src[i + 1] not in _SAFE_ESCAPES:
-                return None
-            out.append(src[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            if c == "[" and src[i + 1:i + 2] in (":", "=", "."):
-                return None
-            if c == "]":
-                in_class = False
-            out.append(c)
-        elif c == "[":
-            in_class = True
-            out.append(c)
-            if src[i + 1:i + 2] == "^":
-                out.append("^")
-                i += 1
-            if src[i + 1:i + 2] == "]":
-                return None
-        elif c == "(" and src[i + 1:i + 2] == "?":
-            if src[i + 2:i + 3] != ":":
-                return None
-            out.append("(?:")
-            i += 3
-            continue
-        elif c == ".":
-            out.append("[^\\n\\r]")
-        elif c == "{":
-            m = re.match(r"\{\d+(,\d*)?\}", src[i:])
-            if not m:
-                return None
-            out.append(m.group(0))
-            i += len(m.group(0))
-            continue
-        elif c in "*+?" and src[i + 1:i + 2] in ("*", "+"):
-            return None
-        else:
-            out.append(c)
-        i += 1
-    if in_class:
-        return None
-    return _b("".join(out))
 
 
 def t_grep_search(params, io: HostIO, st=None):
@@ -616,7 +564,10 @@ def t_grep_search(params, io: HostIO, st=None):
     icase = _value(params, "ignore_case", False, "bool")
     ctx = max(0, _value(params, "context_lines", 0, "int"))
     src = "".join("\\" + c if c in _RE_SPECIALS else c for c in pat) if literal else pat
-    py = _python_regex(src)
+    try:
+        py = ecma_regex.translate(_b(src))
+    except ecma_regex.RegexError as e:
+        return {"error": "invalid regex: " + str(e)}
     try:
         rx = re.compile(py, re.IGNORECASE if icase else 0) if py is not None else None
     except re.error:
