@@ -3,6 +3,8 @@
     python -m testing.record_sampling params    # request bodies -> status + error body + generation_settings
     python -m testing.record_sampling chain     # sampler chain cases through libllama's llama_sampler_* C API
     python -m testing.record_sampling e2e       # seeded generations (64 tokens) over sampler variants, both models
+    python -m testing.record_sampling graph     # backend-sampling graphs through libllama + ggml-cpu, step by step
+    python -m testing.record_sampling backend   # seeded generations under --backend-sampling (ports 9551, 9553)
 
 Developer tool: needs the oracle build (testing/build_oracle.sh) and the models. Each part rewrites its file.
 Ports 8191-8199.
@@ -61,6 +63,12 @@ def main(argv: list[str]) -> None:
     if what in ("e2e", "all"):
         from testing.record_sampling_e2e import record_e2e
         record_e2e()
+    if what == "graph":
+        from testing.record_sampling_graph import record_graph
+        record_graph()
+    if what == "backend":
+        from testing.record_sampling_backend import record_backend_all
+        record_backend_all()
 
 
 if __name__ == "__main__":

@@ -38,6 +38,18 @@ def generate(model, tok, params, prompt: list[int], sampler=None, cache_n: int =
     return out, probs
 
 
+def assert_same(tok, params, out, probs, resp, rid) -> bool:
+    """the generated tokens and (with n_probs) the probability entries equal the recorded answer's; returns
+    whether there were probabilities"""
+    assert out == resp["tokens"], rid
+    if params.n_probs <= 0:
+        return False
+    post = params.post_sampling_probs
+    want = strip_entries(resp["probs"], post)
+    assert align(probs_entries(tok, out, probs, post), want) == want, rid
+    return True
+
+
 def probs_entries(tok, tokens, probs, post: bool) -> list[dict]:
     """the inner parts of llama-server's completion_probabilities (ids, values, token bytes), per token"""
     key, top = ("prob", "top_probs") if post else ("logprob", "top_logprobs")
@@ -69,4 +81,4 @@ def align(mine: list[dict], recorded: list[dict]) -> list[dict]:
     return out
 
 
-__all__ = ["generate", "probs_entries", "strip_entries", "align", "sampling"]
+__all__ = ["generate", "assert_same", "probs_entries", "strip_entries", "align", "sampling"]

@@ -17,18 +17,18 @@ from testing.record_sampling_chain import synthetic_logits
 N_VOCAB = 49152
 
 
-def _steps(spec, tok):
+def _steps(spec, tok, n_vocab=N_VOCAB):
     out = []
     for st in spec:
         name, a = st[0], st[1:]
         if name == "logit_bias":
             out.append(ch.LogitBias([(t, b) for t, b in a[0]]))
         elif name == "penalties":
-            out.append(ch.Penalties(N_VOCAB, *a))
+            out.append(ch.Penalties(n_vocab, *a))
         elif name == "dry":
             mult, base, allowed, last_n, brk = a
             if mult != 0.0 and base >= 1.0 and max(last_n, 0) != 0:
-                out.append(ch.Dry(N_VOCAB, mult, base, allowed, last_n, ch.dry_breakers(tok, brk)))
+                out.append(ch.Dry(n_vocab, mult, base, allowed, last_n, ch.dry_breakers(tok, brk)))
         elif name == "top_k":
             out.append(ch.TopK(*a))
         elif name == "top_p":
@@ -49,11 +49,11 @@ def _steps(spec, tok):
             out.append(ch.Dist(*a))
         elif name == "mirostat":
             seed, tau, eta, m = a
-            out.append(ch.Mirostat(N_VOCAB, seed, tau, eta, m))
+            out.append(ch.Mirostat(n_vocab, seed, tau, eta, m))
         elif name == "mirostat_v2":
             out.append(ch.MirostatV2(*a))
         elif name == "adaptive_p":
-            out.append(ch.AdaptiveP(N_VOCAB, *a))
+            out.append(ch.AdaptiveP(n_vocab, *a))
         else:
             raise AssertionError(name)
     # the oracle's penalties with nothing to do is an empty sampler

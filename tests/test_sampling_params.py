@@ -40,12 +40,11 @@ def _resolve(body, defaults, tok):
 
 
 def _not_reproduced(body) -> bool:
-    """bankml refuses (501) what it does not reproduce where llama-server runs it: backend sampling, the
-    infill sampler"""
+    """bankml refuses (501) what it does not reproduce where llama-server runs it: the infill sampler"""
     s = body.get("samplers")
     infill = (isinstance(s, list) and any(isinstance(x, str) and x.lower() == "infill" for x in s)) or (
         isinstance(s, str) and "i" in s)
-    return body.get("backend_sampling") is True or infill
+    return infill
 
 
 def test_request_records(rec, tok_defaults):

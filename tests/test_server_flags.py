@@ -33,6 +33,16 @@ def test_values_lists_and_sampling_defaults():
     assert (cfg.n_predict, cfg.endpoint_metrics, cfg.endpoint_slots, cfg.n_ctx) == (16, True, False, 512)
 
 
+def test_backend_sampling_flag_and_underscores():
+    """-bs / --backend-sampling; common_params_parse reads `--a_b` as `--a-b` (the server suite passes
+    --backend_sampling)"""
+    for argv in (["-bs"], ["--backend-sampling"], ["--backend_sampling"]):
+        assert parse_flags(argv).sampling == {"backend_sampling": True}
+    assert parse_flags(["--ctx_size", "512"]).n_ctx == 512
+    with pytest.raises(FlagError, match="invalid argument: --bogus-flag"):
+        parse_flags(["--bogus_flag"])
+
+
 def test_unknown_flag_is_an_error():
     with pytest.raises(FlagError, match="invalid argument: --bogus"):
         parse_flags(["--bogus"])

@@ -56,6 +56,27 @@ cdef extern from "sampling.h" nogil:
     void bk_mirostat_v2(bk_cands *c, float tau, float eta, float *mu, bk_mt19937 *g)
     void bk_adaptive_p(bk_cands *c, float target, const float *state, float *orig, bk_mt19937 *g)
 
+cdef extern from "backend_sampling.h" nogil:
+    void bk_ggml_soft_max_row(int n, float *y, const float *x)
+    void bk_be_top_k(bk_cands *c, int32_t k)
+    void bk_be_top_p(bk_cands *c, float p)
+    void bk_be_min_p(bk_cands *c, float p)
+    void bk_be_temp(bk_cands *c, float temp)
+    void bk_be_logit_bias(bk_cands *c, const int32_t *tokens, const float *biases, size_t n)
+    int64_t bk_be_dist(bk_cands *c, float u)
+    void bk_be_penalties(bk_cands *c, const int32_t *counts, int32_t n_vocab, int32_t n_max, int has_candidates,
+                         float repeat, float freq, float present)
+    void bk_be_dynatemp(bk_cands *c, float temp, float delta, float exponent)
+
+
+def ggml_soft_max(const float[::1] x):
+    """ggml-cpu's soft_max of one f32 row (scale 1, no mask), for tests"""
+    out = np.empty(x.shape[0], dtype=np.float32)
+    cdef float[::1] y = out
+    if x.shape[0]:
+        bk_ggml_soft_max_row(x.shape[0], &y[0], &x[0])
+    return out
+
 
 def logf_(float x):
     """glibc's logf (std::log(float)), for the server's logprob"""
@@ -277,3 +298,43 @@ cdef class Candidates:
         state[1] = total_weight
         bk_adaptive_p(&self.c, target, state, &orig[0], &g.g)
 
+
+    # backend sampling (the sampling graph on ggml-cpu, src/kernels/backend_sampling.c) ---------------------
+
+    def be_top_k(self, int32_t k):
+        if k > <int32_t> self.c.size:
+            raise ValueError(f"top_k {k} above the {self.c.size} candidates (ggml_top_k asserts)")
+        with nogil:
+            bk_be_top_k(&self.c, k)
+
+    def be_top_p(self, float p):
+        with nogil:
+            bk_be_top_p(&self.c, p)
+
+    def be_min_p(self, float p):
+        with nogil:
+            bk_be_min_p(&self.c, p)
+
+    def be_temp(self, float temp):
+        with nogil:
+            bk_be_temp(&self.c, temp)
+
+    def be_logit_bias(self, const int32_t[::1] tokens, const float[::1] biases):
+        if tokens.shape[0]:
+            bk_be_logit_bias(&self.c, &tokens[0], &biases[0], tokens.shape[0])
+
+    def be_penalties(self, const int32_t[::1] counts, int32_t n_max, bint has_candidates, float repeat,
+                     float freq, float present):
+        with nogil:
+            bk_be_penalties(&self.c, &counts[0], counts.shape[0], n_max, has_candidates, repeat, freq, present)
+
+    def be_dynatemp(self, float temp, float delta, float exponent):
+        with nogil:
+            bk_be_dynatemp(&self.c, temp, delta, exponent)
+
+    def be_dist(self, float u):
+        """the dist graph with the uniform draw u; returns the selected index"""
+        cdef int64_t r
+        with nogil:
+            r = bk_be_dist(&self.c, u)
+        return r

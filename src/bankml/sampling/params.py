@@ -206,6 +206,7 @@ class Defaults:
     mirostat_eta: float = f32(0.10)
     dry_sequence_breakers: tuple = ("\n", ":", "\"", "*")
     samplers: tuple = DEFAULT_SAMPLERS
+    backend_sampling: bool = False          # --backend-sampling
     # server flags
     n_predict: int = -1
     n_keep: int = 0
@@ -397,7 +398,8 @@ def fresh(defaults: Defaults) -> Params:
         mirostat=d.mirostat, mirostat_tau=d.mirostat_tau, mirostat_eta=d.mirostat_eta,
         adaptive_target=d.adaptive_target, adaptive_decay=d.adaptive_decay,
         dry_sequence_breakers=list(d.dry_sequence_breakers), samplers=list(d.samplers),
-        stop=list(d.antiprompt), reasoning_format=d.reasoning_format, n_vocab=d.n_vocab)
+        stop=list(d.antiprompt), reasoning_format=d.reasoning_format, n_vocab=d.n_vocab,
+        backend_sampling=d.backend_sampling)
 
 
 def props_params(defaults: Defaults) -> Params:
@@ -409,7 +411,7 @@ def props_params(defaults: Defaults) -> Params:
                  "xtc_threshold", "typ_p", "temp", "dynatemp_range", "dynatemp_exponent", "penalty_last_n",
                  "penalty_repeat", "penalty_freq", "penalty_present", "dry_multiplier", "dry_base",
                  "dry_allowed_length", "dry_penalty_last_n", "mirostat", "mirostat_tau", "mirostat_eta",
-                 "adaptive_target", "adaptive_decay", "dry_sequence_breakers", "samplers"):
+                 "adaptive_target", "adaptive_decay", "dry_sequence_breakers", "samplers", "backend_sampling"):
         setattr(p, name, getattr(d, name))
     p.reasoning_format = "none"
     p.stop = []

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from bankml.sampling import backend
 from bankml.sampling import chain as ch
 from bankml.sampling.params import Params, RequestError, f32
 from bankml.sampling.probs import TokenProbs, post_sampling_of
@@ -122,9 +123,10 @@ class Sampler:
         if (p.reasoning_budget_start and p.reasoning_budget_end
                 and (p.grammar_lazy or p.reasoning_budget_tokens >= 0 or p.reasoning_control)):
             raise unsupported("the reasoning budget sampler")
-        if p.backend_sampling and self.grammar is None and not (p.n_probs > 0 and not p.post_sampling_probs):
-            raise unsupported("backend sampling (backend_sampling: true)")
+        if p.backend_sampling and self.grammar is not None:
+            p.backend_sampling = False    # common_sampler_init turns it off in the task's params (not with grammar)
         self.chain = ch.Chain(chain_steps(p, self.n_vocab, tokenizer))
+        self.backend = backend.plan(p, self.chain.steps, self.n_vocab, self.grammar)
         self.cands = ch.Candidates(self.n_vocab)
         self.prev: list[int] = []
 
@@ -155,6 +157,9 @@ class Sampler:
         logits = np.ascontiguousarray(logits, dtype=np.float32)
         c = self.cands
         c.fill(logits)
+        if self.backend is not None:      # the sampling graph (no grammar: see bankml.sampling.backend)
+            self.backend.apply(c)
+            return c.selected_id()
         self.chain.apply(c)
         tok = c.selected_id()
         g = self.grammar

@@ -379,6 +379,7 @@ _FLAGS = [
     (("--repeat-last-n",), True, _sampling("penalty_last_n", _int)),
     (("--presence-penalty",), True, _sampling("penalty_present")),
     (("--frequency-penalty",), True, _sampling("penalty_freq")),
+    (("-bs", "--backend-sampling"), False, _sampling("backend_sampling", lambda f, v: True)),
     (("-h", "--help", "--usage"), False, _flag("help", True)),
     (("--version",), False, _flag("version", True)),
 ]
@@ -394,11 +395,13 @@ def parse_flags(argv: list[str]) -> ServerConfig:
     while i < len(argv):
         arg = argv[i]
         flag, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if arg.startswith("--"):          # common_params_parse: `--a_b` is `--a-b`
+            flag = flag.replace("_", "-")
         entry = _TABLE.get(flag)
         if entry is None:
             if flag in LLAMA_FLAGS:
                 raise UnsupportedFlag(flag, "a llama-server flag bankml does not support (yet)")
-            raise FlagError(f"error: invalid argument: {arg}")
+            raise FlagError(f"error: invalid argument: {arg.replace('_', '-') if arg.startswith('--') else arg}")
         takes, apply = entry
         if takes:
             if eq:
@@ -466,6 +469,7 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   -ctk, -ctv TYPE            KV cache type: f16 (default) or q8_0
   --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
   --frequency-penalty        sampling defaults
+  -bs, --backend-sampling    backend sampling by default (the sampling graph, docs/sampling.md)
   --jinja, --reasoning off, --no-webui, --no-warmup, -fa auto|on   accepted (bankml's only mode)
   -lv N, -v, --log-disable   logging
 """
