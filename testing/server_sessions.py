@@ -432,6 +432,11 @@ def tools_sessions() -> list[dict]:
     ], flags("--tools", "all"), note="--tools: the default --cors-origins is localhost", files=False)
     add("tools_cors_explicit", [pre("http://localhost:8080"), pre("http://evil.com")],
         flags("--cors-origins", "*", "--tools", "get_info"), note="an explicit --cors-origins stays", files=False)
+    s.append({"name": "head_requests", "flags": flags("--agent"), "target": True, "files": TOOL_FILES, "blank": ["os"],
+              "note": "HEAD on /cors-proxy (the GET handler: forwarded as GET) and /tools", "steps": [
+                  {"method": "HEAD", "path": "/cors-proxy?url=http://$TARGET/json"},
+                  {"method": "HEAD", "path": "/cors-proxy?url=ftp://x/"},
+                  {"method": "HEAD", "path": "/tools"}, {"method": "HEAD", "path": "/health"}]})
     add("agent_cors", [pre("http://localhost:8080"), pre("http://evil.com"), get("/tools"),
                        _proxy("http://127.0.0.1:1/"), get("/props")],
         flags("--agent"), note="--agent: all tools, the proxy, the localhost default", files=False)
