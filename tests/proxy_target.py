@@ -44,6 +44,12 @@ ROUTES = {
 DEFAULT = _OK + "Content-Type: text/plain\r\nContent-Length: 7\r\n\r\ndefault"
 
 
+#: paths answered as soon as the head arrives when the request says `Expect: 100-continue`: with `100 Continue`
+#: (then the body is read), or with the final answer at once (the body is never sent)
+CONTINUE = {"/continue": "HTTP/1.1 100 Continue\r\n\r\n"}
+EARLY = {"/early": "HTTP/1.1 417 Expectation Failed\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nno"}
+
+
 def _read_request(conn: socket.socket) -> bytes:
     data = b""
     while b"\r\n\r\n" not in data:
@@ -56,6 +62,12 @@ def _read_request(conn: socket.socket) -> bytes:
     for line in head.split(b"\r\n")[1:]:
         k, _, v = line.partition(b":")
         fields[k.strip().lower()] = v.strip()
+    path = head.split(b" ")[1].decode("latin-1").split("?")[0] if head.count(b" ") >= 2 else "/"
+    if fields.get(b"expect", b"").lower() == b"100-continue" and not body:
+        if path in EARLY:
+            return head + b"\r\n\r\n"
+        if path in CONTINUE:
+            conn.sendall(CONTINUE[path].encode())
     if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
         while not body.endswith(b"0\r\n\r\n"):
             chunk = conn.recv(65536)
@@ -108,7 +120,8 @@ class Target:
             with self.lock:
                 self.seen.append(raw.decode("latin-1").replace(self.authority, "$TARGET"))
             target = raw.split(b" ", 2)[1].decode("latin-1") if raw.count(b" ") >= 2 else "/"
-            answer = ROUTES.get(target.split("?")[0], DEFAULT).replace("$TARGET", self.authority)
+            path = target.split("?")[0]
+            answer = (EARLY.get(path) or ROUTES.get(path, DEFAULT)).replace("$TARGET", self.authority)
             try:
                 conn.sendall(answer.encode("latin-1"))
                 conn.shutdown(socket.SHUT_WR)
