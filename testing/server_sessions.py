@@ -472,7 +472,7 @@ def proxy_sessions() -> list[dict]:
         _proxy(T + "/echo", "POST", raw="x" * 1500), _proxy(T + "/continue", "POST", raw="y" * 1024),
         _proxy(T + "/early", "POST", raw="z" * 2000), _proxy(T + "/early", "POST", raw="z" * 1023),
         _proxy(T + "/chunked"), _proxy(T + "/empty"), _proxy(T + "/notype"), _proxy(T + "/close"),
-        _proxy(T + "/missing"), _proxy(T + "/fail"), _proxy(T + "/dup"), _proxy(T + "/binary"),
+        _proxy(T + "/missing"), _proxy(T + "/fail"), _proxy(T + "/short"), _proxy(T + "/badchunk"), _proxy(T + "/dup"), _proxy(T + "/binary"),
         _proxy(T + "/redirect"), _proxy(T + "/redirect-abs"), _proxy(T + "/loop"), _proxy(T + "/noloc"),
         _proxy(T + "/redirect-ftp"), _proxy(T + "/see-other", "POST", body={"a": 1}, headers={P + "x-keep": "k"}),
         _proxy(T + "/redirect", "POST", body={"a": 1}),

@@ -39,6 +39,8 @@ ROUTES = {
     "/dup": _OK + "Content-Type: text/plain\r\nX-Dup: first\r\nX-Dup: second\r\nx-lower: a\r\nSet-Cookie: a=1\r\n"
                   "Content-Length: 3\r\n\r\ndup",
     "/loop": "HTTP/1.1 302 Found\r\nConnection: close\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n",
+    "/short": _OK + "Content-Type: text/plain\r\nContent-Length: 10\r\n\r\nabc",
+    "/badchunk": _OK + "Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n",
     "/binary": _OK + "Content-Type: application/octet-stream\r\nContent-Length: 4\r\n\r\n\x00\xff\x80A",
 }
 DEFAULT = _OK + "Content-Type: text/plain\r\nContent-Length: 7\r\n\r\ndefault"
