@@ -478,7 +478,7 @@ def proxy_sessions() -> list[dict]:
         _proxy(T + "/redirect", "POST", body={"a": 1}),
         _proxy(T + "/a%20b+c?q=1+2&r=x%2By"), _proxy(T), _proxy(T + "/x&url=" + T + "/second"),
         _proxy("http%3A%2F%2F$TARGET%2Fenc%3Fa%3D%25zz%26b"), _proxy(T + "/p%C3%A9;x,y'z?k=%E2%82%AC&flag&=v&e="),
-        _proxy(T + "/plain#frag"), _proxy("http://u@$TARGET/plain"),
+        _proxy("https://$TLSTARGET/plain"), _proxy("http://$TLSTARGET/plain"), _proxy(T + "/plain#frag"), _proxy("http://u@$TARGET/plain"),
         _proxy(T + "/binary", headers={P + "host": "example.com", P: "empty", P + "accept-encoding": "gzip",
                                        P + "content-length": "55", P + "connection": "keep-alive"}),
         {"method": "DELETE", "path": "/cors-proxy?url=" + T + "/plain"},

@@ -3,6 +3,7 @@
 (tests/server_replay.py).
 
     with Target() as t:            # listens on 127.0.0.1:<free port>; t.authority == "127.0.0.1:<port>"
+                                   # (and over TLS, self-signed: t.tls_authority, `$TLSTARGET`)
         ...                        # requests to http://$TARGET/<path> (see ROUTES)
         t.take()                   # the raw requests received since the last take(), as text
 
@@ -14,7 +15,9 @@ chunked) are kept byte for byte, with the target's own authority written `$TARGE
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
+from pathlib import Path
 
 _OK = "HTTP/1.1 200 OK\r\n"
 
@@ -93,40 +96,58 @@ class Target:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.authority = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        # the same routes over TLS with a self-signed certificate (proxy_target_tls.pem): clients that verify
+        # certificates refuse it
+        self.tls_sock = socket.socket()
+        self.tls_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.tls_sock.bind(("127.0.0.1", 0))
+        self.tls_sock.listen(16)
+        self.tls_authority = f"127.0.0.1:{self.tls_sock.getsockname()[1]}"
+        self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.tls.load_cert_chain(str(Path(__file__).with_name("proxy_target_tls.pem")))
         self.seen: list[str] = []
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.threads = [threading.Thread(target=self._serve, args=(self.sock, False), daemon=True),
+                        threading.Thread(target=self._serve, args=(self.tls_sock, True), daemon=True)]
 
     def __enter__(self) -> "Target":
-        self.thread.start()
+        for t in self.threads:
+            t.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.sock.close()
+        self.tls_sock.close()
 
-    def _serve(self) -> None:
+    def _serve(self, sock: socket.socket, tls: bool) -> None:
         while True:
             try:
-                conn, _ = self.sock.accept()
+                conn, _ = sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._one, args=(conn, tls), daemon=True).start()
 
-    def _one(self, conn: socket.socket) -> None:
+    def _one(self, conn: socket.socket, tls: bool = False) -> None:
         with conn:
             conn.settimeout(30)
             try:
+                if tls:
+                    conn = self.tls.wrap_socket(conn, server_side=True)
                 raw = _read_request(conn)
-            except OSError:
+            except (OSError, ssl.SSLError):
+                return
+            if not raw:              # a client that gave up (e.g. refused the certificate) sent nothing
                 return
             with self.lock:
-                self.seen.append(raw.decode("latin-1").replace(self.authority, "$TARGET"))
+                self.seen.append(raw.decode("latin-1").replace(self.authority, "$TARGET")
+                                 .replace(self.tls_authority, "$TLSTARGET"))
             target = raw.split(b" ", 2)[1].decode("latin-1") if raw.count(b" ") >= 2 else "/"
             path = target.split("?")[0]
             answer = (EARLY.get(path) or ROUTES.get(path, DEFAULT)).replace("$TARGET", self.authority)
             try:
                 conn.sendall(answer.encode("latin-1"))
-                conn.shutdown(socket.SHUT_WR)
+                if not tls:
+                    conn.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
 

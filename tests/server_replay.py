@@ -361,7 +361,7 @@ class Fixtures:
         if self.session.get("target"):
             from proxy_target import Target
             self.target = self._stack.enter_context(Target())
-            self.swaps.append(("$TARGET", self.target.authority))
+            self.swaps += [("$TLSTARGET", self.target.tls_authority), ("$TARGET", self.target.authority)]
         if "files" in self.session:
             d = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="bankml-tools-"))
             d = os.path.realpath(d)
