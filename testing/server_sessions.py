@@ -470,6 +470,7 @@ def proxy_sessions() -> list[dict]:
         _proxy(T + "/echo", "POST", body={"a": 1}), _proxy(T + "/echo", "POST"),
         _proxy(T + "/echo", "POST", body={"a": 1}, headers={P + "content-type": "application/json"}),
         _proxy(T + "/echo", "POST", raw="x" * 1500), _proxy(T + "/continue", "POST", raw="y" * 1024),
+        _proxy(T + "/continue", "POST", raw="w" * 10, headers={P + "expect": "100-continue"}),
         _proxy(T + "/early", "POST", raw="z" * 2000), _proxy(T + "/early", "POST", raw="z" * 1023),
         _proxy(T + "/chunked"), _proxy(T + "/empty"), _proxy(T + "/notype"), _proxy(T + "/close"),
         _proxy(T + "/missing"), _proxy(T + "/fail"), _proxy(T + "/short"), _proxy(T + "/badchunk"), _proxy(T + "/dup"), _proxy(T + "/binary"),

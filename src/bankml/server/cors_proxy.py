@@ -403,6 +403,11 @@ async def _read_head(reader) -> tuple[int, list[tuple[str, str]]]:
     return int(parts[1]), headers
 
 
+def _head_fields(head: bytes) -> list[tuple[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    return [(k, v) for k, _, v in (x.partition(": ") for x in lines) if k]
+
+
 async def _send(hop: Hop) -> Upstream:
     reader, writer = await _connect(hop)
     try:
@@ -410,7 +415,7 @@ async def _send(hop: Hop) -> Upstream:
         writer.write(head)
         await asyncio.wait_for(writer.drain(), TIMEOUT)
         status = headers = None
-        if b"\r\nExpect: 100-continue\r\n" in head:
+        if any(k.lower() == "expect" and "100-continue" in v.lower() for k, v in _head_fields(head)):
             try:
                 status, headers = await asyncio.wait_for(_read_head(reader), EXPECT_100_WAIT)
             except asyncio.TimeoutError:
