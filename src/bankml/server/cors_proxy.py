@@ -33,7 +33,6 @@ import asyncio
 import ssl
 
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 
 from .http import JSON_TYPE, error_response, feature_disabled
