@@ -426,6 +426,10 @@ def tools_sessions() -> list[dict]:
         get("/tools"), post("/tools", {"tool": "read_file", "params": 5}, headers={"x-tool-cwd": "/tmp"}),
         post("/tools", {"tool": "get_info", "params": None}, headers={"x-tool-cwd": "$TOOLS"}),
     ], flags("--tools", "read_file,get_info"), note="the request's own errors; a subset of the tools")
+    add("tools_api_key", [get("/tools"), get("/tools", headers={"Authorization": "Bearer sekrit"}),
+                          _tool("read_file", {"path": "a.txt"}, X_Api_Key="sekrit"),
+                          _tool("read_file", {"path": "a.txt"}, Authorization="Bearer nope")],
+        flags("--tools", "read_file", "--api-key", "sekrit"), note="/tools behind --api-key")
     pre = _preflight
     add("tools_cors_default", [
         pre("http://localhost:8080"), pre("http://evil.com"), pre("http://127.0.0.1:3000", "/tools"),
