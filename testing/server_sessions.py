@@ -481,6 +481,8 @@ def proxy_sessions() -> list[dict]:
         _proxy(T + "/redirect"), _proxy(T + "/redirect-abs"), _proxy(T + "/loop"), _proxy(T + "/noloc"),
         _proxy(T + "/redirect-ftp"), _proxy(T + "/see-other", "POST", body={"a": 1}, headers={P + "x-keep": "k"}),
         _proxy(T + "/redirect", "POST", body={"a": 1}),
+        _proxy(T + "/redirect-cross", "POST", body={"b": 2}, headers={
+            P + "authorization": "Bearer x", P + "cookie": "c=1", P + "x-kept": "k", P + "host": "h"}),
         _proxy(T + "/a%20b+c?q=1+2&r=x%2By"), _proxy(T), _proxy(T + "/x&url=" + T + "/second"),
         _proxy("http%3A%2F%2F$TARGET%2Fenc%3Fa%3D%25zz%26b"), _proxy(T + "/p%C3%A9;x,y'z?k=%E2%82%AC&flag&=v&e="),
         _proxy("https://$TLSTARGET/plain"), _proxy("http://$TLSTARGET/plain"), _proxy(T + "/plain#frag"), _proxy("http://u@$TARGET/plain"),

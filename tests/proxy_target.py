@@ -9,7 +9,8 @@
 
 Each connection carries one request (the answer closes it; redirects say `Connection: close` too, else
 cpp-httplib may send the next hop on the closed socket): request line, headers and body (Content-Length or
-chunked) are kept byte for byte, with the target's own authority written `$TARGET`.
+chunked) are kept byte for byte, with the target's own authority written `$TARGET` (`localhost:$PORT` when
+reached as localhost).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ ROUTES = {
     "/redirect-ftp": "HTTP/1.1 302 Found\r\nConnection: close\r\nLocation: ftp://x/\r\nContent-Length: 0\r\n\r\n",
     "/dup": _OK + "Content-Type: text/plain\r\nX-Dup: first\r\nX-Dup: second\r\nx-lower: a\r\nSet-Cookie: a=1\r\n"
                   "Content-Length: 3\r\n\r\ndup",
+    "/redirect-cross": "HTTP/1.1 307 Temporary Redirect\r\nConnection: close\r\nLocation: http://localhost:$PORT/json\r\n"
+                       "Content-Length: 0\r\n\r\n",
     "/loop": "HTTP/1.1 302 Found\r\nConnection: close\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n",
     "/short": _OK + "Content-Type: text/plain\r\nContent-Length: 10\r\n\r\nabc",
     "/badchunk": _OK + "Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n",
@@ -140,10 +143,12 @@ class Target:
                 return
             with self.lock:
                 self.seen.append(raw.decode("latin-1").replace(self.authority, "$TARGET")
-                                 .replace(self.tls_authority, "$TLSTARGET"))
+                                 .replace(self.tls_authority, "$TLSTARGET")
+                                 .replace("localhost:" + self.authority.split(":")[1], "localhost:$PORT"))
             target = raw.split(b" ", 2)[1].decode("latin-1") if raw.count(b" ") >= 2 else "/"
             path = target.split("?")[0]
-            answer = (EARLY.get(path) or ROUTES.get(path, DEFAULT)).replace("$TARGET", self.authority)
+            answer = (EARLY.get(path) or ROUTES.get(path, DEFAULT)).replace("$TARGET", self.authority).replace(
+                "$PORT", self.authority.split(":")[1])
             try:
                 conn.sendall(answer.encode("latin-1"))
                 if not tls:
