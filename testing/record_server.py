@@ -83,7 +83,7 @@ def record_sessions(only: set[str], check: bool, ports: Ports, model: str) -> No
         t = time.time()
         steps = play(sess, model, ports.next())
         rec = {"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps}
-        rec.update({k: sess[k] for k in ("target", "files", "blank") if k in sess})
+        rec.update({k: sess[k] for k in ("target", "files", "git", "blank") if k in sess})
         if check:
             problems = unstable(steps, play(sess, model, ports.next()))
             if problems:

@@ -426,6 +426,17 @@ def tools_sessions() -> list[dict]:
         get("/tools"), post("/tools", {"tool": "read_file", "params": 5}, headers={"x-tool-cwd": "/tmp"}),
         post("/tools", {"tool": "get_info", "params": None}, headers={"x-tool-cwd": "$TOOLS"}),
     ], flags("--tools", "read_file,get_info"), note="the request's own errors; a subset of the tools")
+    GIT_FILES = {".gitignore": "ignored.txt\nbuild/\n", "ignored.txt": "x\n", "src/m.py": "def m():\n    pass\n",
+                 "src/n.py": "def n():\n    return 2\n", "build/out.txt": "def built\n", "README.md": "# def\n",
+                 "sub dir/space file.txt": "def spaced\n", "caf\u00e9.txt": "def accent\n", "src/deep/z.py": "def z(): 1\n"}
+    s.append({"name": "tools_git", "flags": flags("--tools", "all"), "files": GIT_FILES, "git": True,
+              "note": "file_glob_search / grep_search in a git repository (git ls-files: sorted, .gitignore applied)",
+              "steps": [_tool(F, {"path": "."}), _tool(F, {"path": ".", "include": "*.py"}),
+                        _tool(F, {"path": ".", "include": "src/*.py"}), _tool(F, {"path": ".", "max_depth": 1}),
+                        _tool(F, {"path": "src", "max_depth": 2}), _tool(F, {"path": ".", "limit": 2}),
+                        _tool(F, {"path": ".", "exclude": "*.md"}), _tool(G, {"path": ".", "pattern": "def"}),
+                        _tool(G, {"path": ".", "pattern": "^def [mn]", "include": "src/**"}),
+                        _tool(G, {"path": "src", "pattern": "return", "return_line_numbers": True})]})
     add("tools_api_key", [get("/tools"), get("/tools", headers={"Authorization": "Bearer sekrit"}),
                           _tool("read_file", {"path": "a.txt"}, X_Api_Key="sekrit"),
                           _tool("read_file", {"path": "a.txt"}, Authorization="Bearer nope")],

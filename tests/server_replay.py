@@ -347,7 +347,8 @@ def _swap(value, old: str, new: str):
 class Fixtures:
     """What a session's steps run against besides the server: a target server behind /cors-proxy (`"target":
     true`, tests/proxy_target.Target, written `$TARGET` in requests and answers) and a fresh directory holding
-    `"files"` ({relative path: text or {"hex": bytes}}, written `$TOOLS`), for /tools."""
+    `"files"` ({relative path: text or {"hex": bytes}}, written `$TOOLS`; `"git": true` makes it a fresh git
+    repository, untracked), for /tools."""
 
     def __init__(self, session: dict):
         self.session = session
@@ -369,6 +370,12 @@ class Fixtures:
                 p = Path(d) / rel
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(bytes.fromhex(text["hex"]) if isinstance(text, dict) else text.encode())
+            if self.session.get("git"):
+                import shutil
+                import unittest
+                if shutil.which("git") is None:
+                    raise unittest.SkipTest("the session needs git (its fixture directory is a repository)")
+                subprocess.run(["git", "init", "-q", d], check=True)
             self.swaps.append(("$TOOLS", d))
         return self
 
