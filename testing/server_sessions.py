@@ -437,6 +437,20 @@ def tools_sessions() -> list[dict]:
                         _tool(F, {"path": ".", "exclude": "*.md"}), _tool(G, {"path": ".", "pattern": "def"}),
                         _tool(G, {"path": ".", "pattern": "^def [mn]", "include": "src/**"}),
                         _tool(G, {"path": "src", "pattern": "return", "return_line_numbers": True})]})
+    add("tools_edges", [
+        _tool(X, {"command": "printf abc", "max_output_size": -1}), _tool(X, {"command": "printf abcdef",
+                                                                            "max_output_size": 2.9}),
+        _tool(X, {"command": "printf ok", "timeout": "x", "max_output_size": None}), _tool(X, {"command": 5}),
+        _tool(X, {"command": "printf 'a\\377b'"}), _tool(X, {"command": "head -c 20000 /dev/zero | tr '\\0' y"}),
+        _tool(R, {"path": "a.txt", "start_line": 10}), _tool(R, {"path": "a.txt", "end_line": -5}),
+        _tool(R, {"path": "a.txt", "start_line": 3, "end_line": 2}), _tool(R, {"path": "a.txt", "append_loc": 1}),
+        _tool(R, {"path": "big.txt", "end_line": 1600}), _tool(R, {"path": "a.txt", "start_line": True}),
+        _tool("write_file", {"path": "", "content": "x"}), _tool("write_file", {"path": "sub", "content": "x"}),
+        _tool("write_file", {"path": "z.txt", "content": ""}), _tool(R, {"path": "z.txt"}),
+        _tool(F, {"path": ".", "include": "d.txt", "max_depth": -3, "limit": 500, "type": None}),
+        _tool(G, {"path": "a.txt", "pattern": "line", "context_lines": -2}),
+        _tool(G, {"path": "a.txt", "pattern": "t", "context_lines": 5}),
+    ], flags("--tools", "all"), note="parameter edges: json_value's defaults and casts, empty and huge outputs")
     add("tools_api_key", [get("/tools"), get("/tools", headers={"Authorization": "Bearer sekrit"}),
                           _tool("read_file", {"path": "a.txt"}, X_Api_Key="sekrit"),
                           _tool("read_file", {"path": "a.txt"}, Authorization="Bearer nope")],
