@@ -52,10 +52,10 @@ def play(session: dict, model: str, port: int) -> list[dict]:
     steps = []
     answers = []
     log = f"/tmp/record_server_{session['name']}.log"
-    with start(session["flags"], model, port, log) as srv:
+    with sr.Fixtures(session) as fx, start(session["flags"], model, port, log) as srv:
         for step in session["steps"]:
             req = step(answers) if callable(step) else step
-            ans = sr.substitute_model(sr.answer_record(*sr.send(srv.port, req)), model)
+            ans = sr.substitute_model(sr.exchange(srv.port, req, fx), model)
             answers.append(ans)
             steps.append({"request": req, "answer": ans})
     return steps
@@ -84,6 +84,7 @@ def record_sessions(only: set[str], check: bool, ports: Ports, model: str, legac
         t = time.time()
         steps = play(sess, model, ports.next())
         rec = {"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps}
+        rec.update({k: sess[k] for k in ("target", "files", "git", "blank") if k in sess})
         if check:
             problems = unstable(steps, play(sess, model, ports.next()))
             if problems:

@@ -397,6 +397,238 @@ def sessions() -> list[dict]:
                           post("/v1/completions", {**oa, "prompt": "The capital of France is", "max_tokens": 8,
                                                    "temperature": 0})],
         note="requests as the openai package sends them")
+    s += proxy_sessions() + tools_sessions()
+    return s
+
+
+TOOL_FILES = {
+    "a.txt": "line one\nline two\nline three\n",
+    "b.md": "no newline at end",
+    "sub/c.py": "def f():\n    return 1  \n",
+    "sub/deep/d.txt": "x\n",
+    "quotes.txt": "say \u201chello\u201d \u2014 ok  \nnext line\n",
+    "dup.txt": "same\nother\nsame\n",
+    "big.txt": "0123456789\n" * 2000,
+    "bin.dat": {"hex": "fffe410a"},
+    "edit.txt": "alpha\nbeta\ngamma\ndelta\n",
+}
+
+
+def _tool(tool: str, params=None, stream=None, cwd: bool = True, **headers) -> dict:
+    body = {"tool": tool}
+    if params is not None:
+        body["params"] = params
+    if stream is not None:
+        body["stream"] = stream
+    hs = ({"x-tool-cwd": "$TOOLS"} if cwd else {}) | {k.replace("_", "-"): v for k, v in headers.items()}
+    return post("/tools", body, headers=hs)
+
+
+def tools_sessions() -> list[dict]:
+    """/tools (--tools): every built-in tool on a fresh directory of TOOL_FILES (`$TOOLS`, the x-tool-cwd), and the
+    CORS default --tools brings. get_info's `os` (uname -a) is blanked: it names the machine."""
+    s = []
+
+    def add(name, steps, f, note="", files=True):
+        s.append({"name": name, "flags": f, "note": note, "steps": steps,
+                  **({"files": TOOL_FILES, "blank": ["os"]} if files else {})})
+
+    R, G, X = "read_file", "grep_search", "exec_shell_command"
+    add("tools_list_and_calls", [
+        get("/tools"), _tool(R, {"path": "a.txt"}), _tool(R, {"path": "a.txt", "start_line": 2, "end_line": 2}),
+        _tool(R, {"path": "a.txt", "append_loc": True, "start_line": 0}), _tool(R, {"path": "b.md"}),
+        _tool(R, {"path": "big.txt"}), _tool(R, {"path": "big.txt", "start_line": 1999, "end_line": 5000}),
+        _tool(R, {"path": "big.txt", "start_line": "2", "end_line": 2.7}), _tool(R, {"path": "nope.txt"}),
+        _tool(R, {"path": "sub"}), _tool(R, {"path": "bin.dat"}), _tool(R, {"path": "bin.dat"}, x_resp_type="base64"),
+        _tool(R, {"path": "$TOOLS/sub/c.py"}, cwd=False), _tool(R, {"path": "sub/../a.txt", "end_line": 0}),
+        _tool(R, {"path": 5}), _tool(R, {}), _tool(R), _tool(R, {"path": "a.txt", "resp_type": "base64"}),
+        _tool("write_file", {"path": "new/dir/e.txt", "content": "h\u00e9llo\n"}), _tool(R, {"path": "new/dir/e.txt"}),
+        _tool("write_file", {"path": "a.txt/x", "content": "no"}), _tool("write_file", {"path": "w.txt"}),
+        _tool("get_info"), _tool("get_info", {"cwd": "/elsewhere"}),
+    ], flags("--tools", "all"), note="GET /tools, read_file, write_file, get_info")
+    E = "edit_file"
+    add("tools_edit_file", [
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "beta", "new_text": "BETA"}]}),
+        _tool(R, {"path": "edit.txt"}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "delta\n", "new_text": ""},
+                                                {"old_text": "alpha", "new_text": "A\nA"}]}),
+        _tool(R, {"path": "edit.txt"}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "zzz", "new_text": "y"}]}),
+        _tool(E, {"path": "dup.txt", "edits": [{"old_text": "same", "new_text": "y"}]}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "BETA\ngam", "new_text": "1"},
+                                                {"old_text": "gamma", "new_text": "2"}]}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "", "new_text": "y"}]}),
+        _tool(E, {"path": "edit.txt", "edits": []}), _tool(E, {"path": "edit.txt", "edits": "x"}),
+        _tool(E, {"path": "edit.txt", "edits": [{"old_text": "BETA", "new_text": "BETA"}]}),
+        _tool(E, {"path": "edit.txt", "edits": [5]}), _tool(E, {"path": "edit.txt"}),
+        _tool(E, {"path": "quotes.txt", "edits": [{"old_text": 'say "hello" - ok\nnext', "new_text": "said\nnext"}]}),
+        _tool(R, {"path": "quotes.txt"}),
+        _tool(E, {"path": "missing.txt", "edits": [{"old_text": "a", "new_text": "b"}]}),
+    ], flags("--tools", "all"), note="edit_file: exact, several, fuzzy (quotes, dashes, trailing blanks), refusals")
+    F = "file_glob_search"
+    add("tools_search", [
+        _tool(F, {"path": ".", "include": "*.py"}), _tool(F, {"path": ".", "include": "deep/*.txt"}),
+        _tool(F, {"path": ".", "include": "sub/**", "type": "dir"}), _tool(F, {"path": "sub", "include": "c.*"}),
+        _tool(F, {"path": ".", "include": "d.txt", "max_depth": 2}), _tool(F, {"path": ".", "include": "[ab].md"}),
+        _tool(F, {"path": ".", "include": "*.py", "exclude": "c*"}), _tool(F, {"path": ".", "limit": 0}),
+        _tool(F, {"path": ".", "type": "link"}), _tool(F, {"path": "nowhere"}), _tool(F, {}),
+        _tool(G, {"path": "a.txt", "pattern": "line"}),
+        _tool(G, {"path": "a.txt", "pattern": "t[wh]", "return_line_numbers": True}),
+        _tool(G, {"path": "a.txt", "pattern": "two", "context_lines": 1}),
+        _tool(G, {"path": "a.txt", "pattern": "LINE T", "ignore_case": True}),
+        _tool(G, {"path": "big.txt", "pattern": "^0123"}), _tool(G, {"path": "a.txt", "pattern": "e.t", "literal": True}),
+        _tool(G, {"path": "sub", "pattern": "return\\s+\\d"}), _tool(G, {"path": ".", "pattern": "def", "include": "*.py"}),
+        _tool(G, {"path": "nowhere", "pattern": "x"}), _tool(G, {"path": "a.txt"}),
+        _tool(G, {"path": "a.txt", "pattern": "(?=line t)l"}), _tool(G, {"path": "a.txt", "pattern": "li(?!ne o)ne"}),
+        _tool(G, {"path": "a.txt", "pattern": "\\x6cine\\s+o"}), _tool(G, {"path": "a.txt", "pattern": "l.*?e$"}),
+        _tool(G, {"path": "a.txt", "pattern": "(two|three)\\b"}), _tool(G, {"path": "a.txt", "pattern": "(e)\\1"}),
+        _tool(G, {"path": "a.txt", "pattern": "("}), _tool(G, {"path": "a.txt", "pattern": "[a"}),
+        _tool(G, {"path": "a.txt", "pattern": "a)"}), _tool(G, {"path": "a.txt", "pattern": "*a"}),
+        _tool(G, {"path": "a.txt", "pattern": "a\\"}), _tool(G, {"path": "a.txt", "pattern": "a{2"}),
+        _tool(G, {"path": "a.txt", "pattern": "(?<=l)ine"}), _tool(G, {"path": "a.txt", "pattern": "a{3,1}"}),
+        *[_tool(G, {"path": "a.txt", "pattern": p}) for p in (
+            "a**", "+", "a|*b", "(*a)", "[", "[]", "a{,2}", "\\", "(?P<n>a)", "x(", "(a))", "[[:alpha:]]", "\\e",
+            "a{2}{3}", "[b-a]", "(?:a", "\\u0041", "l\\w+?", "[^]x]")],
+    ], flags("--tools", "all"), note="file_glob_search and grep_search (each listing matches at most one entry "
+                                     "per directory: the walker's order is the file system's)")
+    add("tools_exec", [
+        _tool(X, {"command": "echo hi"}), _tool(X, {"command": "echo err 1>&2; exit 3"}),
+        _tool(X, {"command": "printf abcdef", "max_output_size": 2}), _tool(X, {"command": "printf abc",
+                                                                               "max_output_size": 0}),
+        _tool(X, {"command": "pwd"}), _tool(X, {"command": "sleep 5", "timeout": 1}),
+        _tool(X, {"command": "echo one"}, stream=True), _tool(X, {"command": "exit 2"}, stream=True),
+        _tool(X, {"command": "echo a; sleep 0.5; echo b 1>&2; sleep 0.5; printf c"}, stream=True),
+        _tool(X, {"command": "sleep 3", "timeout": 1}, stream=True),
+        _tool(X, {"command": "pwd"}, x_tool_cwd="/nonexistent-dir"), _tool(X, {}),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="bogus"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="docker:img"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="docker-container:-x"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="ssh:-oProxyCommand=touch /tmp/pwned"),
+        _tool(X, {"command": "echo hi"}, x_tool_runtime="ssh:"),
+    ], flags("--tools", "all"), note="exec_shell_command: output, exit codes, limits, timeout, stream, cwd")
+    add("tools_requests", [
+        post("/tools", {}), post("/tools", {"tool": "nope"}), post("/tools", {"tool": 5}),
+        post("/tools", {"tool": "read_file", "stream": True}), post("/tools", {"tool": "read_file", "stream": "yes"}),
+        post("/tools", {"tool": "read_file", "params": 5}), post("/tools", {"tool": "read_file", "params": None}),
+        post("/tools", [1]), post("/tools", None, raw="{nope"), post("/tools", None),
+        post("/tools", {"tool": "exec_shell_command", "params": {"command": "echo x"}}),
+        get("/tools"), post("/tools", {"tool": "read_file", "params": 5}, headers={"x-tool-cwd": "/tmp"}),
+        post("/tools", {"tool": "get_info", "params": None}, headers={"x-tool-cwd": "$TOOLS"}),
+    ], flags("--tools", "read_file,get_info"), note="the request's own errors; a subset of the tools")
+    GIT_FILES = {".gitignore": "ignored.txt\nbuild/\n", "ignored.txt": "x\n", "src/m.py": "def m():\n    pass\n",
+                 "src/n.py": "def n():\n    return 2\n", "build/out.txt": "def built\n", "README.md": "# def\n",
+                 "sub dir/space file.txt": "def spaced\n", "caf\u00e9.txt": "def accent\n", "src/deep/z.py": "def z(): 1\n"}
+    s.append({"name": "tools_git", "flags": flags("--tools", "all"), "files": GIT_FILES, "git": True,
+              "note": "file_glob_search / grep_search in a git repository (git ls-files: sorted, .gitignore applied)",
+              "steps": [_tool(F, {"path": "."}), _tool(F, {"path": ".", "include": "*.py"}),
+                        _tool(F, {"path": ".", "include": "src/*.py"}), _tool(F, {"path": ".", "max_depth": 1}),
+                        _tool(F, {"path": "src", "max_depth": 2}), _tool(F, {"path": ".", "limit": 2}),
+                        _tool(F, {"path": ".", "exclude": "*.md"}), _tool(G, {"path": ".", "pattern": "def"}),
+                        _tool(G, {"path": ".", "pattern": "^def [mn]", "include": "src/**"}),
+                        _tool(G, {"path": "src", "pattern": "return", "return_line_numbers": True})]})
+    add("tools_edges", [
+        _tool(X, {"command": "printf abc", "max_output_size": -1}), _tool(X, {"command": "printf abcdef",
+                                                                            "max_output_size": 2.9}),
+        _tool(X, {"command": "printf ok", "timeout": "x", "max_output_size": None}), _tool(X, {"command": 5}),
+        _tool(X, {"command": "printf 'a\\377b'"}), _tool(X, {"command": "head -c 20000 /dev/zero | tr '\\0' y"}),
+        _tool(R, {"path": "a.txt", "start_line": 10}), _tool(R, {"path": "a.txt", "end_line": -5}),
+        _tool(R, {"path": "a.txt", "start_line": 3, "end_line": 2}), _tool(R, {"path": "a.txt", "append_loc": 1}),
+        _tool(R, {"path": "big.txt", "end_line": 1600}), _tool(R, {"path": "a.txt", "start_line": True}),
+        _tool("write_file", {"path": "", "content": "x"}), _tool("write_file", {"path": "sub", "content": "x"}),
+        _tool("write_file", {"path": "z.txt", "content": ""}), _tool(R, {"path": "z.txt"}),
+        _tool(F, {"path": ".", "include": "d.txt", "max_depth": -3, "limit": 500, "type": None}),
+        _tool(G, {"path": "a.txt", "pattern": "line", "context_lines": -2}),
+        _tool(G, {"path": "a.txt", "pattern": "t", "context_lines": 5}),
+    ], flags("--tools", "all"), note="parameter edges: json_value's defaults and casts, empty and huge outputs")
+    add("tools_api_key", [get("/tools"), get("/tools", headers={"Authorization": "Bearer sekrit"}),
+                          _tool("read_file", {"path": "a.txt"}, X_Api_Key="sekrit"),
+                          _tool("read_file", {"path": "a.txt"}, Authorization="Bearer nope")],
+        flags("--tools", "read_file", "--api-key", "sekrit"), note="/tools behind --api-key")
+    pre = _preflight
+    add("tools_cors_default", [
+        pre("http://localhost:8080"), pre("http://evil.com"), pre("http://127.0.0.1:3000", "/tools"),
+        {**get("/health"), "headers": {"Origin": "http://evil.com"}},
+        {**get("/tools"), "headers": {"Origin": "http://[::1]:1"}},
+    ], flags("--tools", "all"), note="--tools: the default --cors-origins is localhost", files=False)
+    add("tools_cors_explicit", [pre("http://localhost:8080"), pre("http://evil.com")],
+        flags("--cors-origins", "*", "--tools", "get_info"), note="an explicit --cors-origins stays", files=False)
+    s.append({"name": "head_requests", "flags": flags("--agent"), "target": True, "files": TOOL_FILES, "blank": ["os"],
+              "note": "HEAD on /cors-proxy (the GET handler: forwarded as GET) and /tools", "steps": [
+                  {"method": "HEAD", "path": "/cors-proxy?url=http://$TARGET/json"},
+                  {"method": "HEAD", "path": "/cors-proxy?url=ftp://x/"},
+                  {"method": "HEAD", "path": "/tools"}, {"method": "HEAD", "path": "/health"}]})
+    add("agent_cors", [pre("http://localhost:8080"), pre("http://evil.com"), get("/tools"),
+                       _proxy("http://127.0.0.1:1/"), get("/props")],
+        flags("--agent"), note="--agent: all tools, the proxy, the localhost default", files=False)
+    return s
+
+
+def _proxy(url: str, method: str = "GET", **kw) -> dict:
+    return {"method": method, "path": "/cors-proxy?url=" + url, **kw}
+
+
+def _preflight(origin: str, path: str = "/completions") -> dict:
+    return {"method": "OPTIONS", "path": path, "headers": {
+        "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "Authorization"}}
+
+
+def proxy_sessions() -> list[dict]:
+    """/cors-proxy (--ui-mcp-proxy) in front of a target server (tests/proxy_target.py: `$TARGET`), and the
+    CORS default --tools changes. Proxy header names are sent lower-case (what an ASGI server sees)."""
+    T = "http://$TARGET"
+    P = "x-llama-server-proxy-header-"
+    s = []
+
+    def add(name, steps, f, note="", target=True):
+        s.append({"name": name, "flags": f, "note": note, "steps": steps, **({"target": True} if target else {})})
+
+    add("cors_proxy", [
+        _proxy(T + "/plain"), _proxy(T + "/json", headers={P + "accept": "application/json", P + "b-second": "2",
+                                                             P + "a-first": "1", "Cookie": "c=1"}),
+        _proxy(T + "/echo", "POST", body={"a": 1}), _proxy(T + "/echo", "POST"),
+        _proxy(T + "/echo", "POST", body={"a": 1}, headers={P + "content-type": "application/json"}),
+        _proxy(T + "/echo", "POST", raw="x" * 1500), _proxy(T + "/continue", "POST", raw="y" * 1024),
+        _proxy(T + "/continue", "POST", raw="w" * 10, headers={P + "expect": "100-continue"}),
+        _proxy(T + "/early", "POST", raw="z" * 2000), _proxy(T + "/early", "POST", raw="z" * 1023),
+        _proxy(T + "/chunked"), _proxy(T + "/empty"), _proxy(T + "/notype"), _proxy(T + "/close"),
+        _proxy(T + "/missing"), _proxy(T + "/fail"), _proxy(T + "/short"), _proxy(T + "/badchunk"), _proxy(T + "/dup"), _proxy(T + "/binary"),
+        _proxy(T + "/redirect"), _proxy(T + "/redirect-abs"), _proxy(T + "/loop"), _proxy(T + "/noloc"),
+        _proxy(T + "/redirect-ftp"), _proxy(T + "/see-other", "POST", body={"a": 1}, headers={P + "x-keep": "k"}),
+        _proxy(T + "/redirect", "POST", body={"a": 1}),
+        _proxy(T + "/redirect-cross", "POST", body={"b": 2}, headers={
+            P + "authorization": "Bearer x", P + "cookie": "c=1", P + "x-kept": "k", P + "host": "h"}),
+        _proxy(T + "/a%20b+c?q=1+2&r=x%2By"), _proxy(T), _proxy(T + "/x&url=" + T + "/second"),
+        _proxy("http%3A%2F%2F$TARGET%2Fenc%3Fa%3D%25zz%26b"), _proxy(T + "/p%C3%A9;x,y'z?k=%E2%82%AC&flag&=v&e="),
+        _proxy("https://$TLSTARGET/plain"), _proxy("http://$TLSTARGET/plain"), _proxy(T + "/plain#frag"), _proxy("http://u@$TARGET/plain"),
+        _proxy(T + "/binary", headers={P + "host": "example.com", P: "empty", P + "accept-encoding": "gzip",
+                                       P + "content-length": "55", P + "connection": "keep-alive"}),
+        {"method": "DELETE", "path": "/cors-proxy?url=" + T + "/plain"},
+        {"method": "PUT", "path": "/cors-proxy?url=" + T + "/plain"},
+        {"method": "OPTIONS", "path": "/cors-proxy", "headers": {"Origin": "http://localhost:3000"}},
+    ], flags("--ui-mcp-proxy"), note="what the target receives and what comes back")
+    add("cors_proxy_bad_urls", [
+        _proxy("http://127.0.0.1:1/"), {"method": "GET", "path": "/cors-proxy"}, _proxy("ftp://x/"),
+        _proxy("HTTP://x/"), _proxy("file:///etc/passwd"), _proxy("http://u:p@127.0.0.1:1/plain"),
+        _proxy("http://127.0.0.1:abc/"), _proxy("http://127.0.0.1:99999999999/"), _proxy("http://127.0.0.1:70000/"),
+        _proxy("http://127.0.0.1:0/"), _proxy("http://127.0.0.1:%2012x/"), _proxy("http://[::1/"), _proxy("http:///x"),
+        _proxy("http://[::1]:1/x"), _proxy("http://localhost:1/"), _proxy("https://127.0.0.1:1/"),
+        _proxy("http://127.0.0.1:1/", "POST", body={"a": 1}), get("/tools"), post("/tools", {"tool": "read_file"}),
+    ], flags("--webui-mcp-proxy"), note="refused targets, unreachable ones", target=False)
+    key = {"Authorization": "Bearer sekrit"}
+    add("cors_proxy_api_key", [
+        _proxy(T + "/capture"), _proxy(T + "/capture", headers={"Authorization": "Bearer wrong"}),
+        _proxy(T + "/capture", headers={**key, "Proxy-Authorization": "Basic secret", "X-Api-Key": "sekrit",
+                                        "Cookie": "session=secret", P + "accept": "application/json",
+                                        P + "authorization": "Bearer explicit"}),
+        _proxy(T + "/capture", headers={"X-Api-Key": "sekrit"}), get("/health"),
+    ], flags("--api-key", "sekrit", "--ui-mcp-proxy"), note="the suite's test_cors_proxy_only_forwards_explicit_"
+                                                          "proxy_headers, and the key check in front of the proxy")
+    add("cors_proxy_disabled", [
+        _proxy(T + "/plain"), _proxy(T + "/plain", "POST", body={}), get("/tools"), post("/tools", {}),
+        {"method": "OPTIONS", "path": "/cors-proxy"}, _proxy(T + "/plain", headers={"Origin": "http://x.y"}),
+    ], flags(), note="without --ui-mcp-proxy / --tools: 403, the target sees nothing")
+    add("cors_proxy_agent_off", [_proxy(T + "/plain"), get("/tools"), get("/props")],
+        flags("--ui-mcp-proxy", "--no-ui-mcp-proxy"), note="the last of --ui-mcp-proxy / --no-ui-mcp-proxy wins")
     return s
 
 

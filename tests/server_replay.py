@@ -37,6 +37,8 @@ RECORDS = Path(__file__).parent / "oracle" / "server"
 COMPARED_HEADERS = ("content-type", "server", "access-control-allow-origin", "access-control-allow-credentials",
                     "access-control-allow-methods", "access-control-allow-headers", "x-accel-buffering")
 NOT_RECORDED_HEADERS = ("date",)
+# in sessions with a target server behind /cors-proxy (tests/proxy_target.py) every header is compared but these
+TARGET_SKIPPED_HEADERS = ("date", "keep-alive", "connection", "transfer-encoding")
 
 # timings' keys whose values are measured, not counted
 MEASURED = ("prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_ms", "predicted_per_token_ms",
@@ -255,7 +257,12 @@ def differences(want: dict, got: dict) -> list[str]:
     diffs = []
     if want["status"] != got["status"]:
         diffs.append(f"status {got['status']} != {want['status']}")
-    for h in COMPARED_HEADERS:
+    compared = COMPARED_HEADERS
+    if "target_saw" in want or "target_saw" in got:
+        compared = sorted({h for h in list(want["headers"]) + list(got["headers"]) if h not in TARGET_SKIPPED_HEADERS})
+        if want.get("target_saw") != got.get("target_saw"):
+            diffs.append(f"the target saw {got.get('target_saw')!r} != {want.get('target_saw')!r}")
+    for h in compared:
         if want["headers"].get(h) != got["headers"].get(h):
             diffs.append(f"header {h}: {got['headers'].get(h)!r} != {want['headers'].get(h)!r}")
     for kind in ("json", "text", "hex"):
@@ -344,6 +351,71 @@ class BankmlServe:
 
 # ---------------------------------------------------------------- records and replay
 
+def _swap(value, old: str, new: str):
+    if isinstance(value, dict):
+        return {_swap(k, old, new): _swap(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(v, old, new) for v in value]
+    return value.replace(old, new) if isinstance(value, str) else value
+
+
+class Fixtures:
+    """What a session's steps run against besides the server: a target server behind /cors-proxy (`"target":
+    true`, tests/proxy_target.Target, written `$TARGET` in requests and answers) and a fresh directory holding
+    `"files"` ({relative path: text or {"hex": bytes}}, written `$TOOLS`; `"git": true` makes it a fresh git
+    repository, untracked), for /tools."""
+
+    def __init__(self, session: dict):
+        self.session = session
+        self.target = None
+        self.swaps: list[tuple[str, str]] = []
+        self._stack = None
+
+    def __enter__(self) -> "Fixtures":
+        import contextlib
+        self._stack = contextlib.ExitStack()
+        if self.session.get("target"):
+            from proxy_target import Target
+            self.target = self._stack.enter_context(Target())
+            self.swaps += [("$TLSTARGET", self.target.tls_authority), ("$TARGET", self.target.authority)]
+        if "files" in self.session:
+            d = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="bankml-tools-"))
+            d = os.path.realpath(d)
+            for rel, text in self.session["files"].items():
+                p = Path(d) / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(bytes.fromhex(text["hex"]) if isinstance(text, dict) else text.encode())
+            if self.session.get("git"):
+                import shutil
+                import unittest
+                if shutil.which("git") is None:
+                    raise unittest.SkipTest("the session needs git (its fixture directory is a repository)")
+                subprocess.run(["git", "init", "-q", d], check=True)
+            self.swaps.append(("$TOOLS", d))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+
+def exchange(port: int, req: dict, fx: Fixtures | None = None) -> dict:
+    """send + answer_record, with the fixtures' placeholders put in the request and taken out of the answer; with
+    a target the answer gets `target_saw`: the raw requests the target received meanwhile."""
+    if fx is None or not fx.swaps:
+        return answer_record(*send(port, req))
+    for ph, real in fx.swaps:
+        req = _swap(req, ph, real)
+    ans = answer_record(*send(port, req))
+    for ph, real in fx.swaps:
+        ans = _swap(ans, real, ph)
+    if fx.target is not None:
+        ans["target_saw"] = fx.target.take()
+    for key in fx.session.get("blank", ()):
+        if isinstance(ans.get("json"), dict) and key in ans["json"]:
+            ans["json"][key] = "<blank>"
+    return ans
+
+
 def load(name: str) -> list[dict]:
     return json.loads((RECORDS / name).read_text())
 
@@ -369,9 +441,9 @@ def replay_answers(session: dict, model: str, argv_extra: list[str] | None = Non
     """Sends a session's requests in order to a fresh bankml-serve started with the session's flags; returns
     (recorded, replayed) answer pairs, both normalized."""
     out = []
-    with BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
+    with Fixtures(session) as fx, BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
         for step in session["steps"]:
-            out.append((normalize(step["answer"], ""), normalize(srv.answer(step["request"]), model)))
+            out.append((normalize(step["answer"], ""), normalize(exchange(srv.port, step["request"], fx), model)))
     return out
 
 

@@ -162,3 +162,25 @@ def test_unsupported_legacy_template_is_refused_as_llama_server_does(tmp_path):
     assert parse_flags(["--chat-template-file", str(f)]).use_jinja
     with pytest.raises(FlagError, match="not supported"):
         parse_flags(["--no-jinja", "--chat-template-file", str(f)])
+def test_tools_make_the_default_cors_origin_localhost():
+    # common_params_parse: --tools (or --agent) without an explicit --cors-origins -> "localhost"
+    assert parse_flags(["--tools", "all"]).cors_origins == "localhost"
+    assert parse_flags(["-ag"]).cors_origins == "localhost" and parse_flags(["-ag"]).ui_mcp_proxy
+    assert parse_flags(["--cors-origins", "*", "--tools", "read_file"]).cors_origins == "*"
+    assert parse_flags(["--tools", "all", "--cors-origins", "http://a.b"]).cors_origins == "http://a.b"
+    assert parse_flags(["--ui-mcp-proxy"]).cors_origins == "*"      # the proxy alone changes nothing
+    cfg = parse_flags(["--agent", "--no-agent"])
+    assert (cfg.server_tools, cfg.ui_mcp_proxy, cfg.cors_origins) == ([], False, "*")
+
+
+def test_tools_value_is_a_csv_row():
+    assert parse_flags(["--tools", 'read_file,"a,b",x""y']).server_tools == ["read_file", "a,b", 'x""y']
+    assert parse_flags(["--tools", ""]).server_tools == [""]     # one empty field: enabled, then unknown
+    assert parse_flags(["--webui-mcp-proxy", "--no-webui-mcp-proxy"]).ui_mcp_proxy is False
+
+
+def test_tools_runtime_and_mcp_servers_are_refused():
+    for flag in ("--tools-runtime", "--mcp-servers-config", "--mcp-servers-json"):
+        with pytest.raises(UnsupportedFlag, match=flag):
+            parse_flags([flag, "x"])
+        parse_flags([flag, ""])          # empty: llama-server's default, nothing enabled

@@ -28,7 +28,9 @@ def test_session_record_matches_its_definition(defined):
     for step, want in zip(rec["steps"], defined["steps"]):
         if not callable(want):
             assert step["request"] == want
-        assert step["answer"]["status"] in (200, 204, 400, 401, 404, 413, 500, 501)
+        # 403: a feature llama-server has off (/cors-proxy, /tools); 204, 417, 503: a target's answer through /cors-proxy
+        assert step["answer"]["status"] in (200, 204, 400, 401, 403, 404, 413, 500, 501) or (
+            defined.get("target") and step["answer"]["status"] in (204, 417, 503))
 
 
 @pytest.mark.parametrize("defined", server_sessions.bad_requests(), ids=lambda g: g["name"])

@@ -74,9 +74,9 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
 
 
 def _routes():
-    from . import completion_api, slots_api, stream_sessions
+    from . import completion_api, cors_proxy, slots_api, stream_sessions, tools
     return (info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
-            + slots_api.routes + stream_sessions.routes + other_routes)
+            + slots_api.routes + stream_sessions.routes + cors_proxy.routes + tools.routes + other_routes)
 
 
 def _json_error(raw: bytes) -> Response:
@@ -91,9 +91,12 @@ def _json_error(raw: bytes) -> Response:
 def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None,
               cfg: ServerConfig | None = None) -> Starlette:
     """The app for llama-server-style `argv` (or a parsed `cfg`, or a loaded `ctx`)."""
+    from . import tools
     if ctx is None:
         cfg = cfg if cfg is not None else parse_flags(list(argv or []))
+        tools.check(cfg.server_tools)        # llama-server sets its tools up before it loads the model
         ctx = ServerContext.load(cfg)
+    tools.check(ctx.cfg.server_tools)
     cfg = ctx.cfg
     ctx.start()
     app = Starlette(routes=_routes(), exception_handlers={

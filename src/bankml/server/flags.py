@@ -123,6 +123,9 @@ class ServerConfig:
     cors_methods: str = "GET, POST, DELETE, OPTIONS"
     cors_headers: str = "*"
     cors_credentials: bool = True
+    cors_origins_explicit: bool = False    # --cors-origins given (else --tools makes the default "localhost")
+    ui_mcp_proxy: bool = False             # --ui-mcp-proxy: /cors-proxy (bankml.server.cors_proxy)
+    server_tools: list[str] = field(default_factory=list)   # --tools (bankml.server.tools)
     endpoint_metrics: bool = False
     endpoint_props: bool = False
     endpoint_slots: bool = True
@@ -298,6 +301,27 @@ def _chat_template_file(cfg, flag, v):
             cfg.chat_template = f.read().decode("utf-8", "surrogateescape")
     except OSError:
         raise FlagError(f"error while handling argument \"{flag}\": error: failed to open file '{v}'") from None
+def _cors_origins(cfg, flag, v):
+    cfg.cors_origins = v
+    cfg.cors_origins_explicit = True
+
+
+def _tools(cfg, flag, v):
+    cfg.server_tools = csv_row(v)
+
+
+def _agent(on):
+    def apply(cfg, flag, v):
+        cfg.server_tools = ["all"] if on else []
+        cfg.ui_mcp_proxy = on
+    return apply
+
+
+def _refuse_nonempty(why):
+    def apply(cfg, flag, v):
+        if v:
+            raise UnsupportedFlag(f"{flag} {v}", why)
+    return apply
 
 
 def _only(attr, allowed, why):
@@ -346,11 +370,19 @@ _FLAGS = [
     (("--tags",), True, _tags),
     (("--api-key",), True, _api_key),
     (("--api-key-file",), True, _api_key_file),
-    (("--cors-origins",), True, _set("cors_origins")),
+    (("--cors-origins",), True, _cors_origins),
     (("--cors-methods",), True, _set("cors_methods")),
     (("--cors-headers",), True, _set("cors_headers")),
     (("--cors-credentials",), False, _flag("cors_credentials", True)),
     (("--no-cors-credentials",), False, _flag("cors_credentials", False)),
+    (("--ui-mcp-proxy", "--webui-mcp-proxy"), False, _flag("ui_mcp_proxy", True)),
+    (("--no-ui-mcp-proxy", "--no-webui-mcp-proxy"), False, _flag("ui_mcp_proxy", False)),
+    (("--tools",), True, _tools),
+    (("-ag", "--agent"), False, _agent(True)),
+    (("-no-ag", "--no-agent"), False, _agent(False)),
+    (("--tools-runtime",), True, _refuse_nonempty("bankml runs --tools on the host only (no tools runtime)")),
+    (("--mcp-servers-config",), True, _refuse_nonempty("bankml does not run MCP servers")),
+    (("--mcp-servers-json",), True, _refuse_nonempty("bankml does not run MCP servers")),
     (("--metrics",), False, _flag("endpoint_metrics", True)),
     (("--props",), False, _flag("endpoint_props", True)),
     (("--slots",), False, _flag("endpoint_slots", True)),
@@ -567,6 +599,9 @@ def parse_flags(argv: list[str], environ=None) -> ServerConfig:
 
 
 def _check(cfg: ServerConfig) -> None:
+    if cfg.server_tools and not cfg.cors_origins_explicit:
+        # common_params_parse: built-in tools (or MCP servers) make the default CORS origin localhost
+        cfg.cors_origins = "localhost"
     if cfg.n_threads_batch > 0 and cfg.n_threads_batch != cfg.oracle_threads:
         raise UnsupportedFlag(f"-tb {cfg.n_threads_batch}", "bankml reproduces -tb equal to -t only")
     if cfg.n_ctx < 0:
@@ -602,6 +637,9 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   -a, --alias A[,B]          model aliases; --tags T[,U]: model tags (/models)
   --api-key KEY[,KEY]        API keys (repeatable), --api-key-file FNAME
   --cors-origins O           (default: *); --cors-methods, --cors-headers, --[no-]cors-credentials
+  --ui-mcp-proxy             enable /cors-proxy (--no-ui-mcp-proxy; default: disabled)
+  --tools T1,T2 | all        built-in tools at /tools (default: none; makes --cors-origins default localhost)
+  -ag, --agent               --tools all and --ui-mcp-proxy (-no-ag: neither)
   --metrics                  enable /metrics
   --props                    enable POST /props
   --slots, --no-slots        GET /slots (default: on)

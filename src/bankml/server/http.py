@@ -8,7 +8,7 @@
 - `LlamaHTTP`: the ASGI middleware of cpp-httplib + llama-server's pre-routing handler: `Server: llama.cpp`,
   CORS (`--cors-origins` / credentials / methods / headers; OPTIONS answered at once), the API key check (public
   paths /health and /v1/health), 413 (empty body) past 100 MiB, `Connection: close` on status >= 400 and
-  `Keep-Alive: timeout=5, max=100` otherwise.
+  `Keep-Alive: timeout=5, max=100` otherwise, `Accept-Ranges: bytes` on HEAD.
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ def error_body(message: str, status: int = 500, etype: str | None = None, **extr
 
 def error_response(message: str, status: int = 500, etype: str | None = None, **extra) -> Response:
     return json_response(error_body(message, status, etype, **extra), status)
+
+
+def feature_disabled() -> Response:
+    """llama-server's answer on a route whose feature is off (/cors-proxy without --ui-mcp-proxy, /tools without
+    --tools): 403, {"error": {"message": "this feature is disabled", "type": "feature_disabled"}}."""
+    return json_response({"error": {"message": "this feature is disabled", "type": "feature_disabled"}}, 403)
 
 
 def router_error(message: str, etype: str, status: int) -> bytes:
@@ -126,6 +132,8 @@ class LlamaHTTP:
                     hs.append((b"connection", b"close"))
                 else:
                     hs.append((b"keep-alive", b"timeout=5, max=100"))
+                if scope["method"] == "HEAD" and not any(k.lower() == b"accept-ranges" for k, _ in hs):
+                    hs.append((b"accept-ranges", b"bytes"))      # cpp-httplib's answer to HEAD
                 message = dict(message, headers=[(wire_name(k), v) for k, v in hs])
             await send(message)
 

@@ -76,7 +76,7 @@ def props_body(ctx) -> dict:
         "eos_token": m.eos_token,
         "build_info": m.build_info,
         "is_sleeping": False,
-        "cors_proxy_enabled": False,
+        "cors_proxy_enabled": cfg.ui_mcp_proxy,
     }
     tool_use = ctx.templates.source("tool_use")
     if tool_use and cfg.use_jinja:
