@@ -88,3 +88,16 @@ def test_stream_alternates_choices_in_slot_order(smollm2_path):
         for c in ch.get("choices", []):
             text[c["index"]] += c["delta"].get("content") or ""
     assert [text[0], text[1]] == [c["message"]["content"] for c in whole["choices"]]
+
+
+@pytest.mark.slow
+def test_f16_weights_refused(smollm2_f16_path):
+    # llama-server's F16 products over several columns are not its one-column products (measured: the choices
+    # differ from the first lockstep step on), and bankml decodes each choice alone
+    with Engine(["-m", str(smollm2_f16_path)] + ARGS + ["-np", "2"]) as eng:
+        assert eng.ctx.model.weight_types == {"F16"}
+        with pytest.raises(EngineError) as e:
+            eng.chat({"messages": POEM, "n": 2})
+        one = eng.chat({"messages": POEM, "max_tokens": 2, "temperature": 0})     # n = 1 still answers
+    assert e.value.status == 501 and "F16 weights" in e.value.body["error"]["message"]
+    assert one["choices"][0]["finish_reason"] == "length"

@@ -150,6 +150,9 @@ class Model:
         self.n_threads = n_threads
         self.oracle_threads = oracle_threads
         self.n_ubatch = n_ubatch
+        # the ggml types of the matrices (tensors of 2+ dimensions): which column-count rules the products follow
+        self.weight_types = frozenset(gguf.GGMLType(int(ti.type)).name for ti in file.tensors.values()
+                                      if len(ti.shape) >= 2)
         f = file
         layers = []
         for i in range(hp.n_layer):
