@@ -364,6 +364,15 @@ def n_choices_sessions() -> list[dict]:
         completion("Hello", n_cmpl=4, n_predict=8, temperature=0.9, seed=1, stream=True)],
         flags(np="4"), note="-np 4: a parent and a child on slots 3 and 0 (separate ubatches), then 2, 0, 1 "
                             "(one ubatch of three streams), four choices")
+    add("nchoices_metrics", [
+        get("/metrics"), chat(poem, n=2, temperature=0.9, seed=4, max_tokens=10, stop=[","]), get("/metrics"),
+        completion("The sea", n_cmpl=2, n_predict=6, stream=True), get("/metrics"), get("/slots")],
+        flags("--metrics", np="2"), note="/metrics counters and /slots around n > 1 requests")
+    add("nchoices_q8_cache", [
+        chat([user(LONG + "Summarize it.")], n=2, temperature=0.8, seed=41, max_tokens=24, stop=["."],
+             logprobs=True, top_logprobs=1),
+        chat([user(LONG + "Summarize it.")], max_tokens=8, logprobs=True, top_logprobs=1)],
+        flags("-ctk", "q8_0", "-ctv", "q8_0", np="2"), note="a Q8_0 KV cache (always the one-chunk path)")
     add("nchoices_suite", [
         chat([system("Book"), user("What is the best book")], max_tokens=8, n=2, id_slot=0, temperature=None),
         chat([system("Book"), user("What is the best book")], max_tokens=8, n=2, id_slot=0, temperature=None)],
