@@ -398,6 +398,7 @@ def sessions() -> list[dict]:
                                                    "temperature": 0})],
         note="requests as the openai package sends them")
     s += proxy_sessions() + tools_sessions()
+    s += n_choices_sessions()
     return s
 
 
@@ -629,6 +630,75 @@ def proxy_sessions() -> list[dict]:
     ], flags(), note="without --ui-mcp-proxy / --tools: 403, the target sees nothing")
     add("cors_proxy_agent_off", [_proxy(T + "/plain"), get("/tools"), get("/props")],
         flags("--ui-mcp-proxy", "--no-ui-mcp-proxy"), note="the last of --ui-mcp-proxy / --no-ui-mcp-proxy wins")
+    return s
+
+
+LONG = ("Here is a report about the history of sailing ships, their rigging, their crews and the trade routes "
+        "they followed across the oceans. ") * 12
+
+
+def n_choices_sessions() -> list[dict]:
+    """n > 1 choices (issue 6): a parent task and n - 1 children on other slots (non-unified caches), seeded and
+    greedy, with probabilities, streams, a follow-up on the parent's and on a child's slot, prompts whose cache
+    view reaches 512 cells (the split-KV path once a choice decodes alone, the one-chunk path while several do),
+    choices of different lengths (stop strings), slots that are not neighbours (-np 4), several prompts."""
+    s = []
+
+    def add(name, steps, f, note=""):
+        s.append({"name": name, "flags": f, "note": note, "steps": steps})
+
+    poem = [user("Write a short poem about the sea.")]
+    add("nchoices_np2_probs", [
+        chat(poem, n=2, temperature=0.9, seed=11, max_tokens=24, logprobs=True, top_logprobs=3),
+        chat(poem, n=2, temperature=0.9, seed=11, max_tokens=24, logprobs=True, top_logprobs=3, stream=True),
+        chat(poem, max_tokens=16, id_slot=1), chat(poem, max_tokens=16, id_slot=0), get("/slots"),
+        completion("The best thing about the sea is", n_cmpl=2, n_probs=2, temperature=1.0, seed=5, stop=["."],
+                   n_predict=40),
+        completion("The best thing about the sea is", n_cmpl=2, n_probs=2, temperature=1.0, seed=5, n_predict=12,
+                   stream=True, post_sampling_probs=True),
+        completion("The best thing about the sea is", n_predict=8), get("/slots"),
+        chat(poem, n=3, max_tokens=4)],
+        flags(np="2"), note="-np 2: seeded choices with logprobs (JSON and stream), follow-ups on both slots, "
+                            "/completion n_cmpl with n_probs and a stop (different lengths), n = 3 > slots (400)")
+    add("nchoices_np2_greedy", [
+        chat([user(Q[0])], n=2, max_tokens=12, logprobs=True, top_logprobs=2),
+        chat([user(Q[0])], n=2, max_tokens=12, top_k=1, stream=True, stream_options={"include_usage": True}),
+        v1_completion("The capital of France is", n=2, max_tokens=8, logprobs=2),
+        v1_completion("The capital of France is", n=2, max_tokens=8, stream=True),
+        completion(["Once upon a time", "The sea"], n_cmpl=2, n_predict=6, temperature=0.7, seed=9),
+        chat([user(Q[0])], max_tokens=8)],
+        flags(np="2"), note="greedy choices (equal), /v1/completions with n, two prompts of two choices each")
+    add("nchoices_np2_long", [
+        chat([user(LONG + "Summarize it.")], n=2, temperature=0.8, seed=21, max_tokens=40, stop=["."],
+             logprobs=True, top_logprobs=1),
+        chat([user(LONG + "Summarize it.")], n=2, temperature=0.8, seed=22, max_tokens=40, stop=[","],
+             stream=True),
+        chat([user(LONG + "Summarize it.")], max_tokens=12, logprobs=True, top_logprobs=1),
+        completion(LONG, n_cmpl=2, n_predict=30, temperature=1.0, seed=3, stop=["."], n_probs=1)],
+        flags(np="2"), note="prompts of 300+ tokens: 512+ cells in view; stops end the choices at different steps")
+    add("nchoices_np4", [
+        chat([user(LONG + "Summarize it.")], n=2, temperature=0.8, seed=31, max_tokens=30, stop=["."],
+             logprobs=True, top_logprobs=1),
+        chat([user(LONG + "Summarize it.")], n=3, temperature=0.8, seed=32, max_tokens=30, stop=[","],
+             logprobs=True, top_logprobs=1),
+        get("/slots"), chat([user(LONG + "Summarize it.")], max_tokens=10, logprobs=True, top_logprobs=1),
+        completion("Hello", n_cmpl=4, n_predict=8, temperature=0.9, seed=1, stream=True)],
+        flags(np="4"), note="-np 4: a parent and a child on slots 3 and 0 (separate ubatches), then 2, 0, 1 "
+                            "(one ubatch of three streams), four choices")
+    add("nchoices_metrics", [
+        get("/metrics"), chat(poem, n=2, temperature=0.9, seed=4, max_tokens=10, stop=[","]), get("/metrics"),
+        completion("The sea", n_cmpl=2, n_predict=6, stream=True), get("/metrics"), get("/slots")],
+        flags("--metrics", np="2"), note="/metrics counters and /slots around n > 1 requests")
+    add("nchoices_q8_cache", [
+        chat([user(LONG + "Summarize it.")], n=2, temperature=0.8, seed=41, max_tokens=24, stop=["."],
+             logprobs=True, top_logprobs=1),
+        chat([user(LONG + "Summarize it.")], max_tokens=8, logprobs=True, top_logprobs=1)],
+        flags("-ctk", "q8_0", "-ctv", "q8_0", np="2"), note="a Q8_0 KV cache (always the one-chunk path)")
+    add("nchoices_suite", [
+        chat([system("Book"), user("What is the best book")], max_tokens=8, n=2, id_slot=0, temperature=None),
+        chat([system("Book"), user("What is the best book")], max_tokens=8, n=2, id_slot=0, temperature=None)],
+        flags("-b", "32", "--seed", "42", ctx="512", np="2"),
+        note="llama.cpp's test_chat_completions_multiple_choices: the tinyllama2 preset's flags, the same request twice")
     return s
 
 

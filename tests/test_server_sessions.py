@@ -15,7 +15,7 @@ import server_replay as sr
 
 # sessions_legacy.json: --no-jinja, --chat-template, verbose (testing/record_server.py --legacy)
 SESSIONS = sr.load("sessions.json") + sr.load("sessions_legacy.json")
-NOT_REPRODUCED = {"np2_n_choices": "n > 1 (several choices) is not reproduced by bankml yet"}
+NOT_REPRODUCED: dict[str, str] = {}
 
 
 def test_enough_sessions_recorded():

@@ -54,6 +54,11 @@ int bk_attn_f16_path(int32_t n_tokens, int32_t n_kv, int32_t dv) {
     return BK_ATTN_ONE_CHUNK;
 }
 
+int bk_attn_f16_path_streams(int32_t n_tokens, int32_t n_kv, int32_t dv, int32_t multi_stream) {
+    const int path = bk_attn_f16_path(n_tokens, n_kv, dv);
+    return multi_stream && path == BK_ATTN_SPLIT_KV ? BK_ATTN_ONE_CHUNK : path;
+}
+
 /* Per-thread scratch, in floats. Tiled: Q tile, KQ, VKQ, V tile, K tile (transposed), row S/M/max/skip.
  * One-chunk: see oc_group_floats. */
 static size_t tiled_floats(int32_t dk, int32_t dv) {
@@ -700,7 +705,7 @@ static void run_tiled(const bk_attn_f16_args *a, int ith, int nth) {
 /* ---- entry points ---- */
 
 void bk_attn_f16(const bk_attn_f16_args *a, int ith, int nth) {
-    switch (bk_attn_f16_path(a->n_tokens, a->n_kv, a->dv)) {
+    switch (bk_attn_f16_path_streams(a->n_tokens, a->n_kv, a->dv, a->multi_stream)) {
     case BK_ATTN_SPLIT_KV: run_split_partials(a, ith, nth); break;
     case BK_ATTN_TILED: run_tiled(a, ith, nth); break;
     default: run_one_chunk(a, ith, nth); break;
@@ -708,7 +713,7 @@ void bk_attn_f16(const bk_attn_f16_args *a, int ith, int nth) {
 }
 
 void bk_attn_f16_reduce(const bk_attn_f16_args *a, int ith, int nth) {
-    if (bk_attn_f16_path(a->n_tokens, a->n_kv, a->dv) == BK_ATTN_SPLIT_KV) run_split_reduce(a, ith, nth);
+    if (bk_attn_f16_path_streams(a->n_tokens, a->n_kv, a->dv, a->multi_stream) == BK_ATTN_SPLIT_KV) run_split_reduce(a, ith, nth);
 }
 
 void bk_attn_f16_serial(const bk_attn_f16_args *a) {

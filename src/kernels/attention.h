@@ -84,10 +84,18 @@ typedef struct bk_attn_f16_args {
     /* Scratch shared by all threads of one call, at least bk_attn_f16_scratch_floats(n_head, dk, dv,
      * oracle_nth, nth) floats, 32-byte aligned. Allocate once (for the largest shapes) and reuse. */
     float *scratch;
+
+    /* Nonzero when this sequence's rows are one stream of a ubatch holding several streams (llama-server's
+     * n > 1 choices decoding together in a non-unified cache): ggml's Q then has ne[3] > 1 and never takes
+     * the split-KV path (ops.cpp: neq1 == 1 && neq3 == 1), so a 1-token row goes through the one-chunk path. */
+    int32_t multi_stream;
 } bk_attn_f16_args;
 
 /* The path ggml takes for a ubatch of n_tokens query rows over n_kv cells with V head size dv. */
 int bk_attn_f16_path(int32_t n_tokens, int32_t n_kv, int32_t dv);
+
+/* The same for a ubatch with several streams (multi_stream nonzero): never split-KV. */
+int bk_attn_f16_path_streams(int32_t n_tokens, int32_t n_kv, int32_t dv, int32_t multi_stream);
 
 /* Floats of scratch that bk_attn_f16 / bk_attn_f16_reduce need with nth threads, for every path and every
  * n_tokens, n_kv. */

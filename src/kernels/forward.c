@@ -332,7 +332,7 @@ static void ubatch_region(const bk_llama_config *cfg, const bk_llama_weights *w,
     const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
     const int q8 = kv->type == BK_TYPE_Q8_0;
     const int rot_k = q8 ? bk_attn_rot_k_size(hd) : 0;
-    const int attn_path = bk_attn_f16_path(n, (int32_t)n_kv, hd);
+    const int attn_path = bk_attn_f16_path_streams(n, (int32_t)n_kv, hd, st->multi_stream);
     float *scratch = st->scratch + (size_t)ith * st->scratch_floats;
 
     bk_kv_mask_f16(&kv->cells, st->pos, (uint32_t)n, n_kv, st->mask, st->kv_max, ith, nth);
@@ -406,6 +406,7 @@ static void ubatch_region(const bk_llama_config *cfg, const bk_llama_weights *w,
             memset(&a, 0, sizeof(a));
             a.n_tokens = n; a.n_head = cfg->n_head; a.n_head_kv = cfg->n_head_kv; a.dk = hd; a.dv = hd;
             a.n_kv = (int32_t)n_kv; a.scale = cfg->kq_scale; a.oracle_nth = st->oracle_nth;
+            a.multi_stream = st->multi_stream;
             a.q = st->q; a.q_row = nq; a.q_head = hd;
             a.k = (const uint16_t *)bk_kv_cache_k(kv, l); a.k_cell = nk; a.k_head = hd;
             a.v = (const uint16_t *)bk_kv_cache_v(kv, l); a.v_cell = nk; a.v_head = hd;

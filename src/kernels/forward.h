@@ -105,6 +105,8 @@ typedef struct bk_llama_state {
     float *attn_scratch;
     float theta_scale;
     void *block;           /* the one allocation all of the above live in */
+    int32_t multi_stream;  /* set by the caller per decode: the sequence decodes in a ubatch with other streams
+                            * (bk_attn_f16_args.multi_stream); 0 after bk_llama_state_alloc */
 } bk_llama_state;
 
 enum bk_forward_status {

@@ -52,6 +52,7 @@ cdef extern from "forward.h" nogil:
         int32_t n_ubatch, nth, oracle_nth
         uint32_t kv_max
         float *logits
+        int32_t multi_stream
     int BK_FWD_OK, BK_FWD_NO_MEMORY, BK_FWD_CACHE_FULL, BK_FWD_BAD_ARGS
     int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_llama_config *cfg, uint32_t n_cells, int32_t kv_type)
     void bk_kv_cache_free(bk_kv_cache *kv)
@@ -184,8 +185,9 @@ cdef class _Llama:
     def logits_view(self):
         return self._logits
 
-    def decode(self, _KVCache cache, tokens, int pos):
-        """One llama_decode; returns the status (0 ok, 2 cache full). tokens: int32 array, validated by the caller."""
+    def decode(self, _KVCache cache, tokens, int pos, bint multi_stream=False):
+        """One llama_decode; returns the status (0 ok, 2 cache full). tokens: int32 array, validated by the caller.
+        multi_stream: the sequence is one stream of a ubatch with several (no split-KV attention)."""
         cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] t = np.ascontiguousarray(tokens, dtype=np.int32)
         cdef int n = t.shape[0]
         cdef int rc
@@ -193,8 +195,10 @@ cdef class _Llama:
             raise ValueError("no tokens")
         if cache.kv.size > self.st.kv_max:
             raise ValueError(f"a cache of {cache.kv.size} cells is larger than this state's {self.st.kv_max}")
+        self.st.multi_stream = 1 if multi_stream else 0
         with nogil:
             rc = bk_llama_decode(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], n, pos)
+        self.st.multi_stream = 0
         return rc
 
 

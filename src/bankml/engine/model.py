@@ -150,6 +150,9 @@ class Model:
         self.n_threads = n_threads
         self.oracle_threads = oracle_threads
         self.n_ubatch = n_ubatch
+        # the ggml types of the matrices (tensors of 2+ dimensions): which column-count rules the products follow
+        self.weight_types = frozenset(gguf.GGMLType(int(ti.type)).name for ti in file.tensors.values()
+                                      if len(ti.shape) >= 2)
         f = file
         layers = []
         for i in range(hp.n_layer):
@@ -229,11 +232,13 @@ class Model:
             raise ValueError(f"a cache of {n} cells: 1 .. {self.n_ctx} (the model's n_ctx)")
         return KVCache(self, n, cache_type or self.cache.cache_type)
 
-    def decode(self, tokens, pos: int, cache: KVCache | None = None) -> None:
+    def decode(self, tokens, pos: int, cache: KVCache | None = None, multi_stream: bool = False) -> None:
         """One llama_decode call: the tokens at positions pos .. pos+len-1 go through the graph in ubatches of
         n_ubatch (512), their K and V enter the cache, and the logits of the last token are computed (read them
         with logits()). pos must be the cache's n_past. Raises PositionMismatch, ContextFull, InvalidToken, or
-        ValueError for an empty call; the cache is unchanged when it raises."""
+        ValueError for an empty call; the cache is unchanged when it raises. multi_stream: these tokens are one
+        sequence's share of a llama_decode whose ubatch holds several sequences' streams (llama-server's n > 1
+        choices in a non-unified cache); ggml then never takes the split-KV attention path, nor does this."""
         cache = cache or self.cache
         arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
@@ -248,7 +253,7 @@ class Model:
             raise PositionMismatch(pos, n_past)
         if pos + arr.size > cache.n_ctx:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
-        rc = self._llama.decode(cache._c, arr.astype(np.int32), pos)
+        rc = self._llama.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
         if rc == 2:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
         if rc != 0:

@@ -169,14 +169,64 @@ def prepare(ctx, body, kind: str, begin=None) -> Prepared:
         raise RequestFailure(e.status, e.message) from None
     except Exception as e:  # handle_completions_impl: every exception here is a 400
         raise RequestFailure(400, getattr(e, "message", None) or str(e)) from None
+    groups = [[i] for i in range(len(inputs))]
     if params and params[0].n_cmpl > 1:
-        raise RequestFailure(501, "n > 1 (several choices) is not reproduced by bankml yet", "not_supported_error")
+        inputs, params, groups = with_children(ctx, inputs, params)
     prep = Prepared(kind, data, inputs, params, fmt)
     prep.prefix = prefix
+    prep.groups = groups
     return prep
 
 
+# weight types whose products were measured column for column against llama-server's n > 1 steps (a step is one
+# product over every live choice's column; bankml decodes each choice alone): F16's differ (another kernel takes
+# several columns)
+N_CHOICES_WEIGHTS = frozenset({"Q4_1", "Q8_0"})
+
+
+def with_children(ctx, inputs, params):
+    """n_cmpl > 1: each prompt's task gets n_cmpl - 1 children (server_task::add_child): the same prompt and
+    fields, id_slot -1, the seed + 1, + 2, ... unless it is the default (random) one; results are indexed parent
+    first, then its children, prompt after prompt. Refused (501) where bankml's per-slot caches cannot be
+    llama-server's cells: weights other than N_CHOICES_WEIGHTS, a unified KV cache (the sequences share one pool
+    and its cell order), several prompts
+    whose groups fit the slots together (llama-server decodes them side by side; bankml runs one request's tasks
+    one after the other), and an empty prompt (llama-server answers the parent, the children wait forever)."""
+    import copy
+    from ..sampling.params import DEFAULT_SEED
+    if ctx.kv_unified:
+        raise RequestFailure(501, "n > 1 (several choices) with a unified KV cache (-kvu, or -np auto) is not "
+                                  "reproduced by bankml yet", "not_supported_error")
+    other = sorted(set(getattr(ctx.model, "weight_types", ())) - N_CHOICES_WEIGHTS)
+    if other:
+        raise RequestFailure(501, f"n > 1 (several choices) with {', '.join(other)} weights is not reproduced by "
+                                  "bankml yet", "not_supported_error")
+    if len(inputs) > 1 and 2 * params[0].n_cmpl <= ctx.n_slots:
+        raise RequestFailure(501, "n > 1 (several choices) for several prompts whose choices run at the same time "
+                                  "is not reproduced by bankml yet", "not_supported_error")
+    if any(not t for t in inputs):
+        raise RequestFailure(501, "n > 1 (several choices) with an empty prompt is not reproduced by bankml yet",
+                             "not_supported_error")
+    out_inputs, out_params, groups = [], [], []
+    for tokens, p in zip(inputs, params):
+        group = [len(out_inputs)]
+        out_inputs.append(tokens)
+        out_params.append(p)
+        for j in range(p.n_cmpl - 1):
+            c = copy.copy(p)
+            c.id_slot = -1
+            if p.seed != DEFAULT_SEED:
+                c.seed = (p.seed + j + 1) & 0xFFFFFFFF
+            group.append(len(out_inputs))
+            out_inputs.append(tokens)
+            out_params.append(c)
+        groups.append(group)
+    return out_inputs, out_params, groups
+
+
 def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
+    """Every task of the request, by result index (children follow their parent; submit the parents only:
+    parents(tasks, prep))."""
     from ..sampling.sampler import Sampler
     tasks = []
     for i, (tokens, params) in enumerate(zip(prep.inputs, prep.params)):
@@ -185,7 +235,15 @@ def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
         t = CompletionTask(tokens, params, make_sampler, emit_for(i), index=i, probs=token_probs,
                            tokenizer=ctx.tokenizer)
         tasks.append(t)
+    for g in getattr(prep, "groups", None) or [[i] for i in range(len(tasks))]:
+        tasks[g[0]].children = [tasks[i] for i in g[1:]]
     return tasks
+
+
+def parents(tasks: list[CompletionTask], prep: Prepared) -> list[CompletionTask]:
+    """The tasks posted to the queue (a parent brings its children)."""
+    groups = getattr(prep, "groups", None) or [[i] for i in range(len(tasks))]
+    return [tasks[g[0]] for g in groups]
 
 
 def token_probs(task, logits, sampler, tok):
@@ -295,7 +353,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
         return lambda ev: loop.call_soon_threadsafe(events.put_nowait, (i, ev))
 
     tasks = make_tasks(ctx, prep, emit_for)
-    for t in tasks:
+    for t in parents(tasks, prep):
         ctx.worker.submit_completion(t)
     fmt = Formatter(ctx, prep)
 

@@ -64,7 +64,7 @@ class Engine:
             raise EngineError(e.status, error_body(e.message, e.status, e.etype, **e.extra)) from None
         events: queue.Queue = queue.Queue()
         tasks = api.make_tasks(self.ctx, prep, lambda i: (lambda ev: events.put((i, ev))))
-        for t in tasks:
+        for t in api.parents(tasks, prep):
             self.ctx.worker.submit_completion(t)
         return prep, tasks, events, api.Formatter(self.ctx, prep)
 

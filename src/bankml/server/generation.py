@@ -115,6 +115,8 @@ class CompletionTask:
     cancelled: threading.Event = field(default_factory=threading.Event)
     probs: object = None                # callable(task, logits, sampler, tok) -> TokenProbs (n_probs > 0)
     tokenizer: object = None
+    children: list = field(default_factory=list)    # n_cmpl > 1: the child tasks (server_task::add_child)
+    id_parent: int = -1
 
 
 def validate_utf8(b: bytes) -> int:
@@ -252,34 +254,66 @@ class _Run:
             prompt=tk.detokenize(self.task.tokens, remove_special=False, unparse_special=True))
 
 
+def free_slots(pool, n: int, exclude) -> list:
+    """get_free_slots: the first n idle slots in id order, the parent's left out."""
+    out = []
+    for s in pool.slots:
+        if not s.processing and s is not exclude:
+            out.append(s)
+        if len(out) >= n:
+            break
+    return out
+
+
+def stream_runs(slot_ids: list[int]) -> list[bool]:
+    """Per live sequence (in slot order): whether its token shares a ubatch with other streams. A non-unified
+    cache splits the step's batch with split_equal(sequential): a ubatch takes consecutive sequence ids only."""
+    out = []
+    for i, s in enumerate(slot_ids):
+        prev = i > 0 and slot_ids[i - 1] == s - 1
+        nxt = i + 1 < len(slot_ids) and slot_ids[i + 1] == s + 1
+        out.append(prev or nxt)
+    return out
+
+
 def run_completion(ctx, task: CompletionTask) -> None:
-    """One completion task, start to end, on the worker thread (launch_slot_with_task, update_slots)."""
+    """One completion task and its n_cmpl - 1 children, start to end, on the worker thread
+    (launch_slots_with_parent_task, update_slots): the parent's slot evaluates the prompt, copy_state_to gives
+    each child slot the parent's cells, tokens and stats, then every step samples each live sequence in slot
+    order and decodes one token of each (one llama_decode)."""
     from .slots import common_prefix
     pool = ctx.slots
     model, tk = ctx.model, ctx.tokenizer
     params = task.params
     tokens = list(task.tokens)
+    group = [task] + list(task.children)
     slot = pool.select(tokens, getattr(params, "id_slot", -1))
     if any(not 0 <= t < tk.n_vocab for t in tokens):
         task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
         return
-    try:
-        sampler = task.sampler()
-    except Exception as e:
-        msg = getattr(e, "message", None) or str(e)
-        if not msg.startswith("Failed to initialize samplers"):
-            msg = "Failed to initialize samplers: " + msg
-        task.emit(Error(400, msg, "invalid_request_error"))
-        return
-    slot.processing = True
-    slot.id_task = task.id
-    run = _Run(ctx, slot, task)
+    slots = [slot] + free_slots(pool, len(group) - 1, slot)
+    samplers = {}
+    for t in group[1:] + group[:1]:     # the children are launched first
+        try:
+            samplers[id(t)] = t.sampler()
+        except Exception as e:
+            msg = getattr(e, "message", None) or str(e)
+            if not msg.startswith("Failed to initialize samplers"):
+                msg = "Failed to initialize samplers: " + msg
+            task.emit(Error(400, msg, "invalid_request_error"))
+            return
+    runs = [_Run(ctx, s, t) for s, t in zip(slots, group)]
+    for r in runs:
+        r.sampler = samplers[id(r.task)]
+        r.done = False
+        r.slot.processing = True
+        r.slot.id_task = r.task.id
+    run = runs[0]
     stats = run.stats
     pool.cache_idle(slot)
-    pool.n_processing += 1
-    finished = False
-    last = None     # the task's last message: sent once the slot and the metrics are updated (/metrics after
-    try:            # an answer sees its tokens)
+    pool.n_processing += len(runs)
+    last = None     # the task's last message: sent once its slot and the metrics are updated (/metrics after an
+    try:            # answer sees its tokens)
         stats.t_start = time_us()
         pool.metrics.start()
         worker = ctx.worker
@@ -287,12 +321,11 @@ def run_completion(ctx, task: CompletionTask) -> None:
         P = len(tokens)
         if P == 0:
             last = run.final()
-            finished = True
             return
         if P >= slot.n_ctx:
-            last = (Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} tokens), "
-                                 "try increasing it", "exceed_context_size_error",
-                            {"n_prompt_tokens": P, "n_ctx": slot.n_ctx}))
+            last = (Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} "
+                                     "tokens), try increasing it", "exceed_context_size_error",
+                                {"n_prompt_tokens": P, "n_ctx": slot.n_ctx}))
             return
         n_past = common_prefix(slot.tokens, tokens) if params.cache_prompt else 0
         if n_past == P and n_past > 0:
@@ -326,40 +359,69 @@ def run_completion(ctx, task: CompletionTask) -> None:
             pool.metrics.decoded(len(chunk), prompt=True)
             if params.stream and params.return_progress:
                 task.emit(progress())
-        sampler.begin(tokens)
+        logits = model.logits()
+        if len(runs) > 1:
+            logits = logits.copy()
+            state = slot.cache.save()
+            for r in runs[1:]:      # copy_state_to: the parent's cells, tokens and stats
+                r.slot.cache.restore(state)
+                r.slot.tokens = list(slot.tokens)
+                r.stats.__dict__.update(stats.__dict__)
+        for r in runs:
+            r.sampler.begin(tokens)
+            r.logits = logits
         preserved = getattr(params, "preserved_tokens", None) or ()
+        live = sorted(runs, key=lambda r: r.slot.id)
         while True:
-            logits = model.logits()
-            t = int(sampler.sample(logits))
-            sampler.accept(t)
-            now = time_us()
-            stats.n_gen += 1
-            if stats.n_gen == 1:
-                stats.t_prompt_last = now
-            stats.t_gen_last = now
-            piece = tk.token_to_piece(t, t in preserved)
-            probs = task.probs(task, logits, sampler, t) if (params.n_probs > 0 and task.probs) else None
-            if not run.process_token(t, piece, probs):
+            for r in live:
+                t = int(r.sampler.sample(r.logits))
+                r.sampler.accept(t)
+                now = time_us()
+                r.stats.n_gen += 1
+                if r.stats.n_gen == 1:
+                    r.stats.t_prompt_last = now
+                r.stats.t_gen_last = now
+                piece = tk.token_to_piece(t, t in preserved)
+                probs = r.task.probs(r.task, r.logits, r.sampler, t) if (params.n_probs > 0 and r.task.probs) \
+                    else None
+                r.next_tok = t
+                if not r.process_token(t, piece, probs):
+                    r.done = True
+                    _release(pool, r, r.final(), len(runs) > 1)
+            live = [r for r in live if not r.done]
+            if not live:
                 break
             if task.cancelled.is_set():
                 return
             worker.new_id()
-            model.decode([t], len(slot.tokens), cache=slot.cache)
-            slot.tokens.append(t)
-            pool.metrics.decoded(1, prompt=False)
-        last = run.final()
-        finished = True
+            multi = stream_runs([r.slot.id for r in live])
+            for r, m in zip(live, multi):
+                model.decode([r.next_tok], len(r.slot.tokens), cache=r.slot.cache, multi_stream=m)
+                r.slot.tokens.append(r.next_tok)
+                r.logits = model.logits() if len(live) == 1 else model.logits().copy()
+            pool.metrics.decoded(len(live), prompt=False)
     except Exception as e:          # a bug: answer llama-server's 500 instead of hanging the client
         log.exception("generation failed")
         last = Error(500, str(e) or type(e).__name__, "server_error")
     finally:
-        pool.metrics.finished(run, finished)
-        pool.n_processing -= 1
-        slot.last = {"n_prompt_tokens": len(tokens), "stats": stats, "params": params, "run": run}
-        slot.processing = False
-        slot.t_last_used = time_us()
-        if last is not None:
-            task.emit(last)
+        # what is still running: an error, a cancel, or an empty prompt's answer (sent on the first of them)
+        for j, r in enumerate([r for r in runs if not r.done]):
+            _release(pool, r, last if j == 0 else None, len(runs) > 1, finished=isinstance(last, Final))
+
+
+def _release(pool, r, last, grouped: bool, finished: bool = True) -> None:
+    """send_final_response, metrics.on_prediction, slot.release (a child slot drops its cells)."""
+    slot = r.slot
+    pool.metrics.finished(r, finished)
+    pool.n_processing -= 1
+    slot.last = {"n_prompt_tokens": len(r.task.tokens), "stats": r.stats, "params": r.task.params, "run": r}
+    slot.processing = False
+    slot.t_last_used = time_us()
+    if grouped and r.task.id_parent != -1:
+        slot.clear()            # "do not keep context of the child slots"
+    r.done = True
+    if last is not None:
+        r.task.emit(last)
 
 
 class Worker:
@@ -387,6 +449,9 @@ class Worker:
         """Queue a task; its id is taken now, as llama-server numbers tasks when the HTTP thread posts them (the
         counter also advances once per update_slots iteration and per /slots, /metrics or slot action)."""
         task.id = self.new_id()
+        for child in task.children:
+            child.id = self.new_id()
+            child.id_parent = task.id
         self.submit(run_completion, self.ctx, task)
 
     def call(self, fn, *args):

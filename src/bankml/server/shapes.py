@@ -9,7 +9,6 @@ does; the `token` of a probability entry is cut before a trailing incomplete UTF
 
 from __future__ import annotations
 
-import math
 import struct
 import time
 
@@ -34,8 +33,10 @@ def _f32(x: float) -> float:
 
 
 def logarithm(p: float) -> float:
-    """completion_token_output::logarithm: ln p in float32, FLT lowest for p = 0."""
-    return FLT_LOWEST if p == 0.0 else _f32(math.log(p))
+    """completion_token_output::logarithm: std::log(float) (glibc's logf, which is not always the correctly
+    rounded ln p: bankml.sampling.probs.logprob calls it), FLT lowest for p = 0."""
+    from ..sampling.probs import logprob
+    return FLT_LOWEST if p == 0.0 else logprob(p)
 
 
 def _prob_key(post: bool, p: float):
