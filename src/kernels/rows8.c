@@ -47,6 +47,12 @@ void bk_x8_pack(int32_t wtype, const void *w, size_t row_bytes, int32_t k, int64
 
 #include <stdlib.h>
 
+/* ggml's final sum of the eight lanes, H(acc) = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), on 8 rows at once */
+static inline __attribute__((always_inline)) __m256 x8_lane_sum(const __m256 a[8]) {
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                         _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+}
+
 /* ---- AVX2 lanes */
 #define SFX(name) name##_avx2
 #define LANES_US(u, s) bk_lanes_avx2(u, s)
@@ -62,7 +68,9 @@ X8_DRIVER(x8_q8_0_avx2, x8_q8_0_cols_avx2, BK_X8_Q8_0_BLOCK, 1)
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni")
 #define SFX(name) name##_vnni
 #define LANES_US(u, s) bk_lanes_vnni(u, s)
+#define X8_NO_Q8_0_SIGN_TRICK /* Q8_0 with VNNI: x8_q8_0_off_cols below */
 #include "rows8_body.h"
+#undef X8_NO_Q8_0_SIGN_TRICK
 X8_DRIVER(x8_q4_1_vnni, x8_q4_1_cols_vnni, BK_X8_Q4_1_BLOCK, 2)
 
 /* -128 * (sum of each 4 activation bytes), per column and block: the starts of x8_q8_0_off_cols */
@@ -112,10 +120,7 @@ static inline __attribute__((always_inline)) void x8_q8_0_off_cols(int NC, int n
         }
     }
     for (int c = 0; c < NC; c++) {
-        const __m256 h = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[c][0], acc[c][4]),
-                                                     _mm256_add_ps(acc[c][2], acc[c][6])),
-                                       _mm256_add_ps(_mm256_add_ps(acc[c][1], acc[c][5]),
-                                                     _mm256_add_ps(acc[c][3], acc[c][7])));
+        const __m256 h = x8_lane_sum(acc[c]);
         _mm256_storeu_ps(out + c * out_col, h);
     }
 }

@@ -1,5 +1,6 @@
 /* The kernels of rows8.c, compiled for two integer-lane instruction sets: SFX names the variant, LANES_US(u, s)
- * gives the eight exact int32 sums of 4 products of unsigned u by signed s, as floats. Not a public header. */
+ * gives the eight exact int32 sums of 4 products of unsigned u by signed s, as floats; X8_NO_Q8_0_SIGN_TRICK leaves
+ * out the Q8_0 kernel (the VNNI build has its own). Not a public header. */
 
 /* Q4_1x8 against NC (1 or 2) columns */
 static inline __attribute__((always_inline)) void SFX(x8_q4_1_cols)(int NC, int nb, const uint8_t *g,
@@ -31,14 +32,12 @@ static inline __attribute__((always_inline)) void SFX(x8_q4_1_cols)(int NC, int 
         }
     }
     for (int c = 0; c < NC; c++) {
-        const __m256 h = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[c][0], acc[c][4]),
-                                                     _mm256_add_ps(acc[c][2], acc[c][6])),
-                                       _mm256_add_ps(_mm256_add_ps(acc[c][1], acc[c][5]),
-                                                     _mm256_add_ps(acc[c][3], acc[c][7])));
+        const __m256 h = x8_lane_sum(acc[c]);
         _mm256_storeu_ps(out + c * out_col, _mm256_add_ps(h, summ[c]));
     }
 }
 
+#ifndef X8_NO_Q8_0_SIGN_TRICK
 /* Q8_0x8 against NC (1 or 2) columns: ggml's sign trick, |x| times y with x's sign moved onto y */
 static inline __attribute__((always_inline)) void SFX(x8_q8_0_cols)(int NC, int nb, const uint8_t *g,
                                                                     const uint8_t *a, size_t a_col, float *out,
@@ -65,13 +64,11 @@ static inline __attribute__((always_inline)) void SFX(x8_q8_0_cols)(int NC, int 
         }
     }
     for (int c = 0; c < NC; c++) {
-        const __m256 h = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[c][0], acc[c][4]),
-                                                     _mm256_add_ps(acc[c][2], acc[c][6])),
-                                       _mm256_add_ps(_mm256_add_ps(acc[c][1], acc[c][5]),
-                                                     _mm256_add_ps(acc[c][3], acc[c][7])));
+        const __m256 h = x8_lane_sum(acc[c]);
         _mm256_storeu_ps(out + c * out_col, h);
     }
 }
+#endif
 
 /* row groups in panels of 8 (64 rows, whose blocks stay in L1/L2 while the columns pass), columns by CMAX */
 #define X8_DRIVER(NAME, COLS, BLOCK, CMAX)                                                                       \
