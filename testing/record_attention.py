@@ -173,7 +173,7 @@ def record_q8():
 def record_real_q8(stats):
     """Real SmolLM2 and Gemma 3 with --cache-type-k/v q8_0: every rotation and FLASH_ATTN_EXT of the traced
     layers recomputed by bankml."""
-    from bankml.engine import _attention_shim as S
+    from bankml.engine._shims import _attention_shim as S
     from testing.attn_trace import GGML_TYPE_Q8_0, Trace
 
     rng = np.random.default_rng(13)
@@ -254,7 +254,7 @@ def _rle(idxs):
 
 
 def record_kv(real_stats, models=None):
-    from bankml.engine import _attention_shim as S
+    from bankml.engine._shims import _attention_shim as S
     from testing.attn_trace import Trace
 
     out = dict(oracle=ORACLE, server_args="-t 2 -np 1, n_batch min(2048, n_ctx), n_ubatch 512, F16 cache",
@@ -327,7 +327,7 @@ def real_check(S, fa, oracle_nth, stats):
 
 def record_real_threads(stats):
     """Oracle -t 1 and 3 on real SmolLM2 attention (split-KV and tiled depend on it)."""
-    from bankml.engine import _attention_shim as S
+    from bankml.engine._shims import _attention_shim as S
     from testing.attn_trace import Trace
 
     rng = np.random.default_rng(11)

@@ -56,7 +56,7 @@ MODELS = {
 
 def derived_f32() -> Path:
     """SmolLM2 re-encoded as F32 by bankml's converter (deterministic; the record keeps its sha256)."""
-    from bankml import quantize
+    from bankml.models import quantize
     dst = model_path(MODELS["q4_1"]).parent / MODELS["f32"]
     if not dst.exists():
         quantize.convert(model_path(MODELS["q4_1"]), dst, "F32", progress=False)
@@ -142,7 +142,7 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
         for p in prompts:
             cases.append({"id": p["id"], "prompt": p["prompt"], "steps": steps, **run_case(L, p["prompt"], steps)})
             print(f"  {name} {p['id']}: {len(p['prompt'])} + {steps}", flush=True)
-    from bankml.verify import sha256_file
+    from bankml.models.verify import sha256_file
     rec = {"what": "logits of a whole-prompt llama_decode, then of each greedy decode step",
            "oracle": ORACLE, "model": path.name, "model_sha256": sha256_file(path),
            "context": {"n_ctx": 4096, "n_batch": 2048, "n_ubatch": 512, "threads": threads, "cache_type": cache,

@@ -1,7 +1,7 @@
 """Record what llama.cpp b11192's gguf.cpp accepts: for each case of tests/gguf_writer.oracle_cases (hand-made
 malformations and 600 seeded mutations of the two real headers), whether gguf_init_from_buffer (header only,
 no_alloc, no ggml context) returns a context. Writes tests/oracle/gguf/gguf_cpp_verdicts.json, which
-tests/test_gguf.py replays against bankml.gguf + bankml.verify.gguf_cpp_refusals.
+tests/test_gguf.py replays against bankml.models.gguf + bankml.models.verify.gguf_cpp_refusals.
 
     python testing/record_gguf.py
 """
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from bankml.gguf import read_header_file  # noqa: E402
+from bankml.models.gguf import read_header_file  # noqa: E402
 from gguf_writer import oracle_cases  # noqa: E402
 from testing.oracle import model_path, oracle_bin_dir  # noqa: E402
 

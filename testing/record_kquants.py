@@ -34,8 +34,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from kquant_inputs import (Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, TYPE_NAMES, activations, all_halves, glu_inputs,  # noqa: E402
                            make_inputs, sha256)
 
-from bankml import gguf  # noqa: E402
-from bankml.verify import sha256_file  # noqa: E402
+from bankml.models import gguf  # noqa: E402
+from bankml.models.verify import sha256_file  # noqa: E402
 from testing import ggml_kquant_ops as G  # noqa: E402
 from testing.oracle import model_path  # noqa: E402
 
@@ -224,7 +224,7 @@ def record_gelu():
 
 def _derive_q4_0(tmp: Path) -> Path:
     """The derived Q4_0 SmolLM2 file, made by bankml's converter (bankml quantize) into tmp."""
-    from bankml import quantize
+    from bankml.models import quantize
     out = tmp / "smollm2-135m-instruct-q4_0.gguf"
     if not out.exists():
         quantize.convert(model_path("smollm2"), out, "Q4_0")
@@ -236,7 +236,7 @@ def record_real():
     recomputed by bankml."""
     import tempfile
 
-    from bankml.engine import _kquant_shim as S
+    from bankml.engine._shims import _kquant_shim as S
     from testing.kquant_trace import Trace
 
     rng = np.random.default_rng(21)

@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
 import quantize_cases as cases  # noqa: E402
-from bankml import quantize as qz  # noqa: E402
-from bankml.gguf import GGMLType, GGUFFile, write_gguf  # noqa: E402
+from bankml.models import quantize as qz  # noqa: E402
+from bankml.models.gguf import GGMLType, GGUFFile, write_gguf  # noqa: E402
 from testing.oracle import model_path, oracle_bin_dir  # noqa: E402
 
 OUT = REPO / "tests" / "oracle" / "quantize" / "ggml.json"

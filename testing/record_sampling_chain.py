@@ -222,7 +222,7 @@ def real_rows(L, tokenize) -> list[np.ndarray]:
 
 
 def record_chain() -> None:
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     from bankml.tokenizer import Tokenizer
     from testing.libllama import Llama
     from testing.oracle import model_path

@@ -116,7 +116,7 @@ def main() -> None:
         if conv is not None and conv not in convs:
             convs.append(conv)
     convs += PROBE_CONVERSATIONS
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     gguf_src = read_header_file(model_path("smollm2")).get("tokenizer.chat_template")
     texts = []
     for n in names:

@@ -81,7 +81,7 @@ def sdist_file(name: str) -> Path:
 def gguf_path(source: str) -> Path:
     kind, name = source.split(":", 1)
     if kind == "synthetic":
-        from bankml.gguf import read_header_file
+        from bankml.models.gguf import read_header_file
         from tokenizer_oracle import synthetic_gguf
         p = ORACLE_DIR / "synthetic" / f"{name}.gguf"
         p.parent.mkdir(parents=True, exist_ok=True)

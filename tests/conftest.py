@@ -38,7 +38,7 @@ def gemma3_path() -> Path:
 
 def _derived(name: str) -> Path:
     # a test model bankml's converter derives from the SmolLM2 file (bankml pull makes it; pinned by sha256)
-    from bankml import pull
+    from bankml.models import pull
     _model("smollm2")
     return pull.pull(name)
 

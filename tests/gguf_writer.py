@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-from bankml.gguf import TYPE_LAYOUT, GGMLType, GGUFHeader, ValueType, encode_value
+from bankml.models.gguf import TYPE_LAYOUT, GGMLType, GGUFHeader, ValueType, encode_value
 
 
 def u32(v: int) -> bytes:

@@ -3,7 +3,7 @@ from each case's parameters so the records hold only parameters and hashes.
 
 A MUL_MAT case is a dict: wtype (ggml id), k, m, n, weights ({"tensor": name, "rows": [r0, r1]}: rows of a
 Gemma 3 270M Q4_K_M matrix; {"smollm2": name, "rows": [r0, r1]}: rows of a SmolLM2-135M Q4_1 matrix encoded as
-Q4_0 by bankml's converter (bankml.quantize, ggml's reference encoder: the derived Q4_0 test file's weights);
+Q4_0 by bankml's converter (bankml.models.quantize, ggml's reference encoder: the derived Q4_0 test file's weights);
 or {"seed": s}: seeded random blocks of wtype), act ({"seed": s, "kind": ...,
 "scale": x}), repack (whether llama-server repacks such a weight: the oracle computed it in CPU_REPACK),
 nth (the oracle's thread count). `input_sha256` in a record pins the inputs (weights and activations): a drift
@@ -103,8 +103,8 @@ def activations(act: dict, n: int, k: int) -> np.ndarray:
 
 
 def smollm2_q4_0(gguf_file, name: str, rows) -> np.ndarray:
-    """Rows r0..r1 of a SmolLM2 Q4_1 matrix decoded and encoded as Q4_0 (bankml.quantize)."""
-    from bankml import quantize
+    """Rows r0..r1 of a SmolLM2 Q4_1 matrix decoded and encoded as Q4_0 (bankml.models.quantize)."""
+    from bankml.models import quantize
     t = np.asarray(gguf_file.tensor(name))
     r0, r1 = rows
     info = gguf_file.tensors[name]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from attention_inputs import make_inputs, make_q8_inputs, make_rot_inputs, make_store_inputs, sha256
-from bankml.engine import _attention_shim as S
+from bankml.engine._shims import _attention_shim as S
 
 
 def _records(name):

@@ -1,14 +1,14 @@
-"""bankml.chat_request: what the chat step hands on besides the prompt (its errors are in the oracle records)."""
+"""bankml.chat.request: what the chat step hands on besides the prompt (its errors are in the oracle records)."""
 
 from __future__ import annotations
 
 import pytest
 
 import _template_oracle as O
-from bankml import nljson
-from bankml.chat_request import (ChatRequestError, ServerChatOptions, error_body, parse_chat_request,
+from bankml.cxx import nljson
+from bankml.chat.request import (ChatRequestError, ServerChatOptions, error_body, parse_chat_request,
                                  parse_messages, parse_tools)
-from bankml.template import ChatTemplates
+from bankml.chat.template import ChatTemplates
 
 HI = [{"role": "user", "content": "hi"}]
 

@@ -85,7 +85,7 @@ def test_pin_then_verify(capsys, tiny):
 
 def test_verify_refused_and_truncated(capsys, tmp_path):
     p = tmp_path / "bert.gguf"
-    from bankml.gguf import ValueType
+    from bankml.models.gguf import ValueType
     p.write_bytes(tiny_llama(kvs={"tokenizer.ggml.model": (ValueType.STRING, "bert")}))
     code, out, _ = run(capsys, "verify", str(p))
     assert code == 2 and "tokenizer model 'bert' is not supported yet" in out

@@ -1,4 +1,4 @@
-"""bankml.server.cors_proxy's pieces of cpp-httplib and common_http_parse_url (the whole proxy is replayed against
+"""bankml.server.agent.cors_proxy's pieces of cpp-httplib and common_http_parse_url (the whole proxy is replayed against
 llama-server's records in tests/test_server_sessions.py, sessions cors_proxy*: these values are the ones those
 records show the target receiving)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bankml.server.cors_proxy import Hop, Refusal, forwarded_headers, parse_location, parse_query, parse_target, \
+from bankml.server.agent.cors_proxy import Hop, Refusal, forwarded_headers, parse_location, parse_query, parse_target, \
     request_target
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bankml.engine import Model
-from bankml.verify import sha256_file
+from bankml.models.verify import sha256_file
 from engine_replay import record_sets, replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
@@ -27,7 +27,7 @@ def _f32_model(q4_1: Path) -> Path:
     # record pins its sha256, checked below); never committed
     dst = q4_1.parent / "derived" / "smollm2-135m-instruct-f32.gguf"
     if not dst.exists():
-        from bankml import quantize
+        from bankml.models import quantize
         quantize.convert(q4_1, dst, "F32", progress=False)
     return dst
 

@@ -1,4 +1,4 @@
-"""bankml.gguf: the reader agrees with the `gguf` PyPI package on the real files, refuses every malformed file
+"""bankml.models.gguf: the reader agrees with the `gguf` PyPI package on the real files, refuses every malformed file
 with a reason, and survives a fuzzer mutating real headers."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import gguf as gguf_pypi
-from bankml import gguf
+from bankml.models import gguf
 from bankml.errors import GGUFError, GGUFTruncated
-from bankml.gguf import GGMLType, ValueType
+from bankml.models.gguf import GGMLType, ValueType
 from gguf_writer import from_header, gguf as write_gguf, nbytes, u64
 
 V = ValueType
@@ -393,10 +393,10 @@ def test_fuzz_mutated_real_headers(fuzz_bases):
 # --- the oracle: what llama.cpp's gguf.cpp accepts ---------------------------------------------------------------
 
 def _accepted_like_gguf_cpp(data: bytes) -> bool:
-    # gguf.cpp reading a header (no_alloc, no ggml context): the reader, then what bankml.verify knows gguf.cpp
+    # gguf.cpp reading a header (no_alloc, no ggml context): the reader, then what bankml.models.verify knows gguf.cpp
     # refuses beyond it (arrays of arrays, data not laid out contiguously), the data section's start within
     # the bytes, and tensor names compared only up to a NUL byte (ggml keeps names as C strings)
-    from bankml.verify import gguf_cpp_refusals
+    from bankml.models.verify import gguf_cpp_refusals
 
     try:
         h = gguf.parse_header(data, len(data), check_data=False)

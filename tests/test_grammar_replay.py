@@ -15,14 +15,14 @@ import pytest
 from bankml.grammar import request as req
 from sampling_replay import generate
 
-GEN_PROMPT = "<|im_start|>assistant\n"   # SmolLM2's generation prompt (bankml.template renders it)
+GEN_PROMPT = "<|im_start|>assistant\n"   # SmolLM2's generation prompt (bankml.chat.template renders it)
 
 
 def _parts(smollm2_path):
     import bankml.engine
     import bankml.sampling
     import bankml.tokenizer
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     header = read_header_file(smollm2_path)
     tok = bankml.tokenizer.Tokenizer.from_gguf(header)
     model = bankml.engine.Model.open(smollm2_path, n_ctx=4096, oracle_threads=2)

@@ -16,7 +16,7 @@ def _pieces_sha(pieces) -> str:
 
 
 def _from_tokenizer(path):
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     from bankml.tokenizer import Tokenizer
     return GrammarVocab.from_tokenizer(Tokenizer.from_gguf(read_header_file(path)))
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import forward_inputs as FI
-from bankml.engine import _kernels_shim as K
+from bankml.engine._shims import _kernels_shim as K
 
 OPS = json.loads((Path(__file__).parent / "oracle" / "forward" / "ops.json").read_text())
 
@@ -101,7 +101,7 @@ def test_float_weights_kernel_follows_the_node(wtype):
 @pytest.mark.skipif(not K.uses_vnni(), reason="this CPU has no AVX512-VNNI: only the AVX2 lanes run")
 def test_vnni_and_avx2_lanes_agree():
     # the same cases in a process with BANKML_NO_VNNI=1: the integer kernel is picked once per process
-    code = ("import forward_inputs as FI, numpy as np; from bankml.engine import _kernels_shim as K;"
+    code = ("import forward_inputs as FI, numpy as np; from bankml.engine._shims import _kernels_shim as K;"
             "assert not K.uses_vnni();"
             "print(' '.join(FI.sha256(K.matmul(t, FI.weights(t, 70, 96, 1), 96, FI.activations(9, 96, 1)))"
             " for t in ('Q4_1', 'Q8_0')))")
@@ -113,8 +113,8 @@ def test_vnni_and_avx2_lanes_agree():
 
 
 def test_get_rows_q4_1_matches_the_converter_decoder():
-    # bankml.quantize's decoder is checked against ggml's to_float (tests/oracle/quantize)
-    from bankml import quantize
+    # bankml.models.quantize's decoder is checked against ggml's to_float (tests/oracle/quantize)
+    from bankml.models import quantize
     table = FI.weights("Q4_1", 8, 576, 77)
     want = quantize.dequantize(3, table, 8, 576)
     got = np.stack([K.get_row("Q4_1", table[i], 576) for i in range(8)])

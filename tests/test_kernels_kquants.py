@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bankml import gguf
-from bankml.engine import _kquant_shim as S
+from bankml.models import gguf
+from bankml.engine._shims import _kquant_shim as S
 from kquant_inputs import (Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, activations, all_halves, glu_inputs, make_inputs,
                            random_weights, row_bytes, sha256, smollm2_q4_0)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bankml.engine import _attention_shim as S
+from bankml.engine._shims import _attention_shim as S
 
 KV = json.loads((Path(__file__).parent / "oracle" / "attention" / "kv_rules.json").read_text())
 

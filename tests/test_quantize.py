@@ -1,4 +1,4 @@
-"""bankml.quantize: the converter's decoders and encoders against ggml-base b11192 (tests/oracle/quantize/
+"""bankml.models.quantize: the converter's decoders and encoders against ggml-base b11192 (tests/oracle/quantize/
 ggml.json, recorded by testing/record_quantize.py), and the derived files it writes."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import quantize_cases as cases
-from bankml import cli, quantize as qz, verify
-from bankml.gguf import GGMLType, GGUFFile, read_header_file
+from bankml import cli
+from bankml.models import quantize as qz, verify
+from bankml.models.gguf import GGMLType, GGUFFile, read_header_file
 
 RECORD = json.loads((Path(__file__).parent / "oracle" / "quantize" / "ggml.json").read_text())
 

@@ -26,7 +26,7 @@ def _defaults(header, tok):
 @pytest.mark.oracle
 def test_backend_props(smollm2_path, oracle_dir):
     import bankml.tokenizer
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     rec = _load(oracle_dir)
     header = read_header_file(smollm2_path)
     tok = bankml.tokenizer.Tokenizer.from_gguf(header)
@@ -39,7 +39,7 @@ def test_backend_props(smollm2_path, oracle_dir):
 def test_backend_generation_settings(smollm2_path, oracle_dir):
     """generation_settings' backend_sampling: the flag's default, the request's value, false with a grammar"""
     import bankml.tokenizer
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     from bankml.sampling.sampler import Sampler
     rec = _load(oracle_dir)
     header = read_header_file(smollm2_path)
@@ -55,7 +55,7 @@ def test_backend_generation_settings(smollm2_path, oracle_dir):
 def _replay(path, rec):
     import bankml.engine
     import bankml.tokenizer
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     from bankml.sampling.params import RequestError
     from bankml.sampling.sampler import Sampler
     header = read_header_file(path)

@@ -67,7 +67,7 @@ def records(oracle_dir):
 
 @pytest.fixture(scope="module")
 def tok(smollm2_path):
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     from bankml.tokenizer import Tokenizer
     return Tokenizer.from_gguf(read_header_file(smollm2_path))
 

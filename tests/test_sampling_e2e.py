@@ -15,7 +15,7 @@ from sampling_replay import assert_same, generate
 def _replay(path, oracle_dir, name):
     import bankml.engine
     import bankml.tokenizer
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     rec = json.loads((oracle_dir / "sampling" / name).read_text(encoding="utf-8"))
     header = read_header_file(path)
     tok = bankml.tokenizer.Tokenizer.from_gguf(header)

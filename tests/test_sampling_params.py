@@ -20,7 +20,7 @@ def rec(oracle_dir):
 
 @pytest.fixture(scope="module")
 def tok_defaults(smollm2_path, rec):
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     from bankml.tokenizer import Tokenizer
     header = read_header_file(smollm2_path)
     tok = Tokenizer.from_gguf(header)

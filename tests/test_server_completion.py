@@ -1,4 +1,4 @@
-"""bankml.server.completion_api, shapes and engine_api on the SmolLM2 model: the shapes llama-server answers in,
+"""bankml.server.api.completion, shapes and engine_api on the SmolLM2 model: the shapes llama-server answers in,
 streams that add up to the non-stream answer, the in-process Engine giving the HTTP answer, disconnects.
 (The oracle's own answers are replayed by tests/test_server_sessions*.py.)"""
 

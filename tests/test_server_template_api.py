@@ -1,4 +1,4 @@
-"""bankml.server.template_api: /apply-template and /v1/chat/completions/input_tokens on a small app."""
+"""bankml.server.api.template: /apply-template and /v1/chat/completions/input_tokens on a small app."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from bankml.chat_request import ServerChatOptions
-from bankml.gguf import read_header_file
-from bankml.server.template_api import routes
-from bankml.template import ChatTemplates
+from bankml.chat.request import ServerChatOptions
+from bankml.models.gguf import read_header_file
+from bankml.server.api.template import routes
+from bankml.chat.template import ChatTemplates
 
 pytestmark = pytest.mark.slow                   # these read the SmolLM2 model file
 

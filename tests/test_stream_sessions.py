@@ -1,4 +1,4 @@
-"""bankml.server.stream_sessions: the session buffer, its cap, the GC, `from` parsing, and (on a bankml-serve
+"""bankml.server.api.stream_sessions: the session buffer, its cap, the GC, `from` parsing, and (on a bankml-serve
 process) what the recorded sessions cannot show: a client that goes away mid-stream, a reader of a live stream,
 a stop during the generation, a second request of the same conversation. The answers llama-server gives are
 replayed by tests/test_server_sessions.py (stream_sessions, stream_sessions_kinds)."""
@@ -14,7 +14,7 @@ import time
 import pytest
 
 import server_replay as sr
-from bankml.server.stream_sessions import (GC_INTERVAL_SECONDS, TTL_SECONDS, OffsetLost, StreamSession,
+from bankml.server.api.stream_sessions import (GC_INTERVAL_SECONDS, TTL_SECONDS, OffsetLost, StreamSession,
                                            StreamSessions, _stoull)
 
 
@@ -72,7 +72,7 @@ def test_replace_evict_lookup_and_gc():
 
 
 def test_sessions_iterate_in_unordered_map_order():
-    from bankml.server.stream_sessions import CxxMapOrder
+    from bankml.server.api.stream_sessions import CxxMapOrder
     from bankml.tokenizer._cxx import unordered_map_order
     keys = [f"conv-{i}::org/model" for i in range(40)]      # past two rehashes (13 and 29 buckets)
     o = CxxMapOrder()

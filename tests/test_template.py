@@ -1,12 +1,12 @@
-"""bankml.template against llama-server b11192: every recorded /apply-template answer, then the selection rules."""
+"""bankml.chat.template against llama-server b11192: every recorded /apply-template answer, then the selection rules."""
 
 from __future__ import annotations
 
 import pytest
 
 import _template_oracle as O
-from bankml.gguf import read_header_file
-from bankml.template import (CHATML_TEMPLATE, ChatInputs, ChatMessage, ChatTemplates, TemplateLoadError,
+from bankml.models.gguf import read_header_file
+from bankml.chat.template import (CHATML_TEMPLATE, ChatInputs, ChatMessage, ChatTemplates, TemplateLoadError,
                              TemplateNotReproduced, ToolCall, specialized_handler)
 
 RECORDS = [n for n in O.record_names()
@@ -21,7 +21,7 @@ except ImportError:
 
 def _needs_converter(templates: ChatTemplates, body: dict) -> bool:
     # bodies whose answer depends on the JSON schema converter: refused (501) until bankml.grammar is there
-    from bankml.template import _SCHEMA_GRAMMAR_HANDLERS
+    from bankml.chat.template import _SCHEMA_GRAMMAR_HANDLERS
     req = O.request(body)
     rf = req.get("response_format")
     has_schema = isinstance(req.get("json_schema"), dict) or (

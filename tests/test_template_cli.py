@@ -1,4 +1,4 @@
-"""`bankml chat-template` (bankml.template_cli)."""
+"""`bankml chat-template` (bankml.chat.cli)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from bankml import template_cli
-from bankml import template_legacy as tl
+from bankml.chat import cli as template_cli
+from bankml.chat import legacy as tl
 
 pytestmark = pytest.mark.slow                   # these read the SmolLM2 model file
 
@@ -60,7 +60,7 @@ def test_not_json_and_missing_model(smollm2_path, tmp_path):
 
 
 def test_module_entry_point(smollm2_path):
-    r = subprocess.run([sys.executable, "-m", "bankml.template_cli", "-m", str(smollm2_path), "--json"],
+    r = subprocess.run([sys.executable, "-m", "bankml.chat.cli", "-m", str(smollm2_path), "--json"],
                        input=json.dumps([{"role": "user", "content": "é"}]), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"].endswith("é<|im_end|>\n<|im_start|>assistant\n")
@@ -77,7 +77,7 @@ def test_mounted_in_the_bankml_command(smollm2_path, capsys, monkeypatch):
 def test_no_jinja_uses_the_builtin_templates(smollm2_path):
     msgs = [{"role": "system", "content": "You are a test."}, {"role": "user", "content": "Hi there"}]
     code, out, _ = _run(["-m", str(smollm2_path), "--no-jinja", "--chat-template", "command-r"], json.dumps(msgs))
-    # the CLI goes through the chat step to bankml.template_legacy (replayed against libllama elsewhere)
+    # the CLI goes through the chat step to bankml.chat.legacy (replayed against libllama elsewhere)
     want = tl.apply_template(b"command-r", [(m["role"], m["content"]) for m in msgs], True)
     assert code == 0 and out.encode() == want and want.startswith(b"<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>")
     code, _, err = _run(["-m", str(smollm2_path), "--no-jinja", "--chat-template", "nope"], "[]")

@@ -1,4 +1,4 @@
-# bankml.template_legacy against libllama b11192's llama_chat_apply_template
+# bankml.chat.legacy against libllama b11192's llama_chat_apply_template
 # (tests/oracle/template/legacy-builtin.json.gz, recorded by testing/record_template_legacy.py)
 
 import gzip
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bankml import template_legacy as tl
-from bankml.template import ChatMessage, ContentPart
+from bankml.chat import legacy as tl
+from bankml.chat.template import ChatMessage, ContentPart
 
 RECORD = Path(__file__).parent / "oracle" / "template" / "legacy-builtin.json.gz"
 
@@ -105,9 +105,9 @@ def test_apply_template_records(name, smollm2_path, gemma3_path):
     # llama-server --no-jinja's /apply-template answers to the 149 bodies of testing/template_cases.py
     # (recorded by testing/record_template.py): prompts, and the error status and body of what it refuses
     import _template_oracle as O
-    from bankml.chat_request import ServerChatOptions
-    from bankml.gguf import read_header_file
-    from bankml.template import ChatTemplates
+    from bankml.chat.request import ServerChatOptions
+    from bankml.models.gguf import read_header_file
+    from bankml.chat.template import ChatTemplates
     rec = O.load_record(name)
     assert rec["startup"] == "ok" and "--no-jinja" in rec["args"]
     header = read_header_file({"smollm2": smollm2_path, "gemma3": gemma3_path}[rec["model"]])

@@ -1,4 +1,4 @@
-"""bankml.server.tokenize_api: POST /tokenize and /detokenize on a tiny Starlette app, against llama-server
+"""bankml.server.api.tokenize: POST /tokenize and /detokenize on a tiny Starlette app, against llama-server
 b11192's answers (tests/oracle/tokenizer/http.json, recorded by testing/record_tokenizer.py --http)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from bankml.server.tokenize_api import routes, to_int32, valid_utf8_loose
+from bankml.server.api.tokenize import routes, to_int32, valid_utf8_loose
 from bankml.tokenizer import Tokenizer
 from tokenizer_oracle import dec_bytes
 

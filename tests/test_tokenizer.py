@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bankml.errors import InvalidToken, TokenizerError, UnsupportedTokenizer
-from bankml.gguf import GGUFHeader, ValueType, parse_header, read_header_file
+from bankml.models.gguf import GGUFHeader, ValueType, parse_header, read_header_file
 from bankml.tokenizer import ATTR_CONTROL, ATTR_NORMAL, Tokenizer, _cxx, _pretok, _unicode, to_bytes
 from bankml.tokenizer._core import gpt2_byte_chars
 from tokenizer_oracle import cxx_keys, cxx_lengths, dec_bytes, pieces_sha, synthetic_gguf
@@ -128,7 +128,7 @@ def served_vocab(request):
 @pytest.mark.oracle
 def test_llama_server(served_vocab):
     # /tokenize (with pieces, without parse_special, with add_special) and /detokenize as llama-server answered
-    from bankml.server.tokenize_api import detokenize_body, tokenize_body
+    from bankml.server.api.tokenize import detokenize_body, tokenize_body
     name, rec, tok = served_vocab
     pairs = []
     for r in rec["server"]:
@@ -397,7 +397,7 @@ def test_codepoint_past_unicode_is_refused_by_bpe():
 
 def test_text_to_bytes():
     assert to_bytes("é") == b"\xc3\xa9"
-    assert to_bytes("\udcff") == b"\xff"                       # surrogate escape (bankml.gguf's convention)
+    assert to_bytes("\udcff") == b"\xff"                       # surrogate escape (bankml.models.gguf's convention)
     assert to_bytes("\ud800") == b"\xed\xa0\x80"              # any other lone surrogate: its UTF-8 form
     assert to_bytes(bytearray(b"x")) == b"x"
     with pytest.raises(TypeError, match="str or bytes"):

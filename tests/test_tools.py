@@ -1,4 +1,4 @@
-"""bankml.server.tools' pieces (the tools themselves are replayed against llama-server's records in
+"""bankml.server.agent.tools' pieces (the tools themselves are replayed against llama-server's records in
 tests/test_server_sessions.py, sessions tools_*)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bankml.server import tools
+from bankml.server.agent import tools
 from bankml.server.flags import parse_flags
 
 
@@ -20,7 +20,7 @@ def test_glob_match_as_common_cpp():
 
 
 def test_std_regex_translation_and_errors():
-    from bankml.server.ecma_regex import RegexError, translate
+    from bankml.cxx.ecma_regex import RegexError, translate
     assert translate(b"a**") == b"(?:\\x61*)*" and translate(b"[]") == b"(?!)"
     assert translate(b"e.t") == b"\\x65[^\\n\\r]\\x74" and translate(b"\\ca") is None
     for bad, text in ((b"*a", "Mismatched '(' and ')'"), (b"(?<=a)b", "zero-width assertion"),

@@ -1,4 +1,4 @@
-"""bankml.verify: the guard's verdicts and reasons, pins, and verify (guard, then pin)."""
+"""bankml.models.verify: the guard's verdicts and reasons, pins, and verify (guard, then pin)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from bankml import capabilities, verify
+from bankml.models import capabilities, verify
 from bankml.errors import GGUFError, GGUFTruncated, ModelRefused, PinMismatch
-from bankml.gguf import GGMLType, ValueType
+from bankml.models.gguf import GGMLType, ValueType
 from gguf_writer import tiny_llama
 
 V = ValueType
@@ -205,7 +205,7 @@ def test_data_not_in_llama_cpp_order(write):
     # two tensors whose data sections are swapped: aligned, in the file, but not where gguf.cpp wants them
     from gguf_writer import gguf as write_gguf
     data = tiny_llama()
-    import bankml.gguf as g
+    import bankml.models.gguf as g
     h = g.parse_header(data, len(data))
     ts = [(t.name, t.shape, t.type, t.offset) for t in h.tensors.values()]
     ts[0], ts[1] = (ts[0][0], ts[0][1], ts[0][2], ts[1][3]), (ts[1][0], ts[1][1], ts[1][2], ts[0][3])

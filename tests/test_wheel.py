@@ -25,7 +25,7 @@ def test_repaired_wheel_installs_and_imports(tmp_path, smollm2_path):
     # the extensions, the shipped pins, and libgomp bundled by auditwheel
     assert any(n.startswith("bankml/_cpu.") and n.endswith(".so") for n in names)
     assert any(n.startswith("bankml/engine/_threads.") and n.endswith(".so") for n in names)
-    assert "bankml/forks/smollm2-135m-instruct-q4_1.gguf.FORK.json" in names
+    assert "bankml/models/forks/smollm2-135m-instruct-q4_1.gguf.FORK.json" in names
     assert "bankml/tokenizer/unicode_tables.bin" in names      # data the tokenizer loads at import
     assert any(n.startswith("bankml.libs/libgomp") for n in names)
 

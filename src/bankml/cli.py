@@ -35,8 +35,8 @@ from .errors import BankmlError, GGUFError, GGUFTruncated, ModelRefused, PinMism
 SUBCOMMAND_MODULES: list[str] = [
     "bankml.cli",
     "bankml.tokenizer.cli",
-    "bankml.template_cli",
-    "bankml.quantize",
+    "bankml.chat.cli",
+    "bankml.models.quantize",
 ]
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED, EXIT_TRUNCATED, EXIT_PIN, EXIT_PULL = 0, 1, 2, 3, 4, 5
@@ -87,7 +87,7 @@ def _print_json(obj) -> None:
 
 
 def _run_guard(args) -> int:
-    from . import verify
+    from .models import verify
 
     try:
         report = verify.guard(args.file)
@@ -107,7 +107,7 @@ def _run_guard(args) -> int:
 
 
 def _run_sha256(args) -> int:
-    from .verify import sha256_file
+    from .models.verify import sha256_file
 
     code = EXIT_OK
     for f in args.files:
@@ -120,7 +120,7 @@ def _run_sha256(args) -> int:
 
 
 def _run_pin(args) -> int:
-    from .verify import pin
+    from .models.verify import pin
 
     provenance = {"how": args.how}
     if args.package:
@@ -140,7 +140,7 @@ def _run_pin(args) -> int:
 
 
 def _run_verify(args) -> int:
-    from . import verify
+    from .models import verify
 
     try:
         report = verify.verify(args.file)
@@ -167,7 +167,7 @@ def _run_verify(args) -> int:
 
 
 def _run_pull(args) -> int:
-    from . import pull, verify
+    from .models import pull, verify
 
     if args.list:
         for m in pull.describe():
@@ -198,7 +198,7 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the version and the build facts, then exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from . import build_info
+        from .about import build_info
 
         info = build_info()
         print(f"bankml {info.pop('version')}")

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from bankml.engine import _attention_shim as S
+from bankml.engine._shims import _attention_shim as S
 
 NTH = int(os.environ.get("BANKML_BENCH_THREADS", "2"))
 CASES = {

@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from bankml.engine import _kquant_shim as S
+from bankml.engine._shims import _kquant_shim as S
 from kquant_inputs import Q4_K, Q5_0, Q6_K, Q8_0, activations, glu_inputs, random_weights
 
 THREADS = [int(t) for t in os.environ.get("BANKML_BENCH_THREADS", "1,2").split(",")]

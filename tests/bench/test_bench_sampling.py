@@ -28,7 +28,7 @@ CHAINS = {
 def parts(smollm2_path):
     import bankml.engine
     import bankml.tokenizer
-    from bankml.gguf import read_header_file
+    from bankml.models.gguf import read_header_file
     header = read_header_file(smollm2_path)
     tok = bankml.tokenizer.Tokenizer.from_gguf(header)
     model = bankml.engine.Model.open(smollm2_path, n_ctx=4096, oracle_threads=2)

@@ -74,7 +74,7 @@ def test_bankml_http_tokenize(benchmark, model, expected):
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
 
-    from bankml.server.tokenize_api import routes
+    from bankml.server.api.tokenize import routes
     name, path, tok = model
     app = Starlette(routes=routes)
     app.state.tokenizer = tok

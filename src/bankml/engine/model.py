@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import gguf, verify
+from ..models import gguf, verify
 from ..errors import ContextFull, InvalidToken, ModelRefused, PositionMismatch
 from . import _forward
 from ._threads import effective_threads

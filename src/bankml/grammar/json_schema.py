@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from bankml import nljson
+from bankml.cxx import nljson
 from bankml.errors import SchemaError
 
 INT_MAX = 2**31 - 1
@@ -65,7 +65,7 @@ def normalize(v):
 
 def dump(v) -> str:
     """nlohmann::json::dump(): compact, UTF-8 kept raw, control characters escaped, nlohmann's number forms
-    (bankml.nljson); integers beyond int64/uint64 are doubles, as nlohmann parsed them."""
+    (bankml.cxx.nljson); integers beyond int64/uint64 are doubles, as nlohmann parsed them."""
     return nljson.dump(normalize(v))
 
 

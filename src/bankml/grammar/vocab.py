@@ -105,7 +105,7 @@ class GrammarVocab:
 
     @classmethod
     def from_gguf(cls, header) -> "GrammarVocab":
-        """From a GGUF header (`bankml.gguf.GGUFHeader`), without the tokenizer module."""
+        """From a GGUF header (`bankml.models.gguf.GGUFHeader`), without the tokenizer module."""
         md = header.metadata
         model = md.get("tokenizer.ggml.model")
         texts = md.get("tokenizer.ggml.tokens")
@@ -159,5 +159,5 @@ class GrammarVocab:
 
     @classmethod
     def from_gguf_file(cls, path) -> "GrammarVocab":
-        from bankml.gguf import read_header_file
+        from bankml.models.gguf import read_header_file
         return cls.from_gguf(read_header_file(path))

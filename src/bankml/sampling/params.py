@@ -16,8 +16,8 @@ import re
 import struct
 from dataclasses import dataclass, field, fields, replace
 
-from bankml.chat_request import ChatRequestError, _iterate, parse_continuation
-from bankml.template import CONTINUE_NONE
+from bankml.chat.request import ChatRequestError, _iterate, parse_continuation
+from bankml.chat.template import CONTINUE_NONE
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

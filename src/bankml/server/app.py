@@ -4,7 +4,7 @@
     app = build_app(ctx=ServerContext.load(cfg))              # or from a loaded context
 
 The model is loaded (and verified) before the app is returned, so the app answers at once (llama-server's
-503 "Loading model" window is the time before `bankml-serve` starts listening). Routes: bankml.server.info_api
+503 "Loading model" window is the time before `bankml-serve` starts listening). Routes: bankml.server.api.info
 (/health, /props, /models), tokenize_api, template_api, completion_api (/completion, /v1/completions,
 /v1/chat/completions), slots_api (/slots, /metrics), stream_sessions (/v1/stream, /v1/streams/lookup). Unknown
 paths and wrong methods answer llama-server's 404; an exception a handler did not turn into llama-server's answer
@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import nljson
+from ..cxx import nljson
 from ..errors import BankmlError
-from . import info_api, template_api, tokenize_api
+from .api import info as info_api, template as template_api, tokenize as tokenize_api
 from .context import ServerContext
 from .flags import ServerConfig, parse_flags
 from .http import LlamaHTTP, error_response, not_found
@@ -74,7 +74,8 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
 
 
 def _routes():
-    from . import completion_api, cors_proxy, slots_api, stream_sessions, tools
+    from .api import completion as completion_api, slots as slots_api, stream_sessions
+    from .agent import cors_proxy, tools
     return (info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
             + slots_api.routes + stream_sessions.routes + cors_proxy.routes + tools.routes + other_routes)
 
@@ -91,7 +92,7 @@ def _json_error(raw: bytes) -> Response:
 def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None,
               cfg: ServerConfig | None = None) -> Starlette:
     """The app for llama-server-style `argv` (or a parsed `cfg`, or a loaded `ctx`)."""
-    from . import tools
+    from .agent import tools
     if ctx is None:
         cfg = cfg if cfg is not None else parse_flags(list(argv or []))
         tools.check(cfg.server_tools)        # llama-server sets its tools up before it loads the model
@@ -102,7 +103,7 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     app = Starlette(routes=_routes(), exception_handlers={
         404: not_found, 405: not_found, BankmlError: _refusal, Exception: _server_error})
     app.state.ctx = ctx
-    from .stream_sessions import StreamSessions
+    from .api.stream_sessions import StreamSessions
     app.state.streams = StreamSessions()
     app.state.tokenizer = ctx.tokenizer
     app.state.template = ctx.templates

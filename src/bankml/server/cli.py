@@ -3,7 +3,7 @@
     bankml-serve -m model.gguf -c 4096 -np 1 --port 8080      # llama-server's flags and defaults
 
 With no -m it serves bankml's default model (SmolLM2-135M-Instruct Q4_1), pulled first when missing; every load
-verifies the model (bankml.verify: guard, then the sha256 pin). Listens on every --host address (llama-server's
+verifies the model (bankml.models.verify: guard, then the sha256 pin). Listens on every --host address (llama-server's
 listeners: TCP, or a UNIX socket for a path ending in .sock), prints one `listening on` line for each, logs one line
 per request (method, path, status, tokens and rates for completions), and shuts down cleanly on SIGINT / SIGTERM
 (uvicorn's handlers: the listening sockets close, running requests finish, exit code 0).
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(HELP, end="")
         return 0
     if cfg.version:
-        import bankml
-        print(f"bankml {bankml.__version__} (reproducing {bankml.REFERENCE})")
+        from ..about import REFERENCE, __version__
+        print(f"bankml {__version__} (reproducing {REFERENCE})")
         return 0
     _setup_logging(cfg)
 

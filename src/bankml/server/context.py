@@ -92,7 +92,7 @@ class ServerContext:
     """Everything a request needs. Build with `ServerContext.load(cfg)`."""
 
     def __init__(self, cfg, path: str, model, tokenizer, templates, header):
-        from ..chat_request import ServerChatOptions
+        from ..chat.request import ServerChatOptions
 
         self.cfg = cfg
         self.path = path
@@ -110,7 +110,7 @@ class ServerContext:
         self.worker = None           # bankml.server.generation.Worker, made by start()
         marker = os.environ.get("LLAMA_MEDIA_MARKER")
         if not marker:
-            from .info_api import random_string
+            from .api.info import random_string
             marker = "<__media_" + random_string(32) + "__>"
         self.media_marker = marker
         self.sampling_defaults = _sampling_defaults(cfg, header, tokenizer)
@@ -129,9 +129,9 @@ class ServerContext:
     @classmethod
     def load(cls, cfg, progress=None) -> "ServerContext":
         """Resolve the model (-m, or bankml's default model pulled when missing), verify and open it."""
-        from .. import pull
+        from ..models import pull
         from ..engine import Model
-        from ..gguf import read_header_file
+        from ..models.gguf import read_header_file
         from ..tokenizer import Tokenizer
 
         path = cfg.model if cfg.model else str(pull.ensure(progress=progress))
@@ -158,7 +158,7 @@ class ServerContext:
     def base_generation_prompt(self) -> str:
         """The generation prompt of a plain conversation (the assistant header the chat parser consumes)."""
         if getattr(self, "_base_gp", None) is None:
-            from ..chat_request import parse_chat_request
+            from ..chat.request import parse_chat_request
             req = parse_chat_request({"messages": [{"role": "user", "content": "x"}]}, self.templates,
                                      self.chat_options)
             self._base_gp = req.chat.generation_prompt
@@ -196,8 +196,8 @@ def _templates(cfg, header):
     (common_chat_verify_template), else llama-server exits. Under --no-jinja at a log verbosity of 4 or more,
     llama-server formats an example chat at load (its trace line) and stops when the template selects no
     built-in one."""
-    from ..template import ChatTemplates, TemplateError
-    from ..template_legacy import verify
+    from ..chat.template import ChatTemplates, TemplateError
+    from ..chat.legacy import verify
     override = cfg.chat_template or None
     try:
         templates = ChatTemplates.from_gguf(header, override=override)

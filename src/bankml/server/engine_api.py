@@ -7,7 +7,7 @@
         eng.completion({"prompt": "..."}) ; eng.completions({...})         # /completion and /v1/completions
 
 Each call goes through the same request step, worker thread, slots and response shapes as the HTTP routes
-(bankml.server.completion_api), so `chat()` returns the object /v1/chat/completions would answer (its created,
+(bankml.server.api.completion), so `chat()` returns the object /v1/chat/completions would answer (its created,
 id and timings are this call's). A refusal raises EngineError carrying llama-server's status and error body.
 """
 
@@ -56,7 +56,7 @@ class Engine:
 
     # -- plumbing
     def _submit(self, body: dict, kind: str):
-        from . import completion_api as api
+        from .api import completion as api
         try:
             prep = api.prepare(self.ctx, body, kind)
         except api.RequestFailure as e:
@@ -69,7 +69,7 @@ class Engine:
         return prep, tasks, events, api.Formatter(self.ctx, prep)
 
     def _answer(self, body: dict, kind: str):
-        from .completion_api import error_json
+        from .api.completion import error_json
         prep, tasks, events, fmt = self._submit(body, kind)
         finals = {}
         while len(finals) < len(tasks):
@@ -83,7 +83,7 @@ class Engine:
         return fmt.merge([fmt.final(i, finals[i]) for i in range(len(tasks))])
 
     def _stream(self, body: dict, kind: str):
-        from .completion_api import error_json
+        from .api.completion import error_json
         prep, tasks, events, fmt = self._submit(body, kind)
         n_final = 0
         try:

@@ -124,8 +124,8 @@ class ServerConfig:
     cors_headers: str = "*"
     cors_credentials: bool = True
     cors_origins_explicit: bool = False    # --cors-origins given (else --tools makes the default "localhost")
-    ui_mcp_proxy: bool = False             # --ui-mcp-proxy: /cors-proxy (bankml.server.cors_proxy)
-    server_tools: list[str] = field(default_factory=list)   # --tools (bankml.server.tools)
+    ui_mcp_proxy: bool = False             # --ui-mcp-proxy: /cors-proxy (bankml.server.agent.cors_proxy)
+    server_tools: list[str] = field(default_factory=list)   # --tools (bankml.server.agent.tools)
     endpoint_metrics: bool = False
     endpoint_props: bool = False
     endpoint_slots: bool = True
@@ -611,7 +611,7 @@ def _check(cfg: ServerConfig) -> None:
     if cfg.n_batch < 1 or cfg.n_ubatch < 1:
         raise FlagError("error: batch sizes must be positive")
     if cfg.chat_template and not cfg.use_jinja:
-        from ..template_legacy import startup_error, verify
+        from ..chat.legacy import startup_error, verify
         if not verify(cfg.chat_template):
             raise FlagError(startup_error(cfg.chat_template).rstrip("\n"))
     if cfg.cache_type_k != cfg.cache_type_v:

@@ -2,7 +2,7 @@
 
 - `json_response(obj, status)`: the body as llama-server writes it: compact, keys in insertion order
   (nlohmann::ordered_json), raw UTF-8, invalid UTF-8 replaced by U+FFFD (`safe_json_to_str` / dump_safe), doubles in
-  nlohmann's shortest round-trip form (bankml.nljson.dump); `Content-Type: application/json; charset=utf-8`.
+  nlohmann's shortest round-trip form (bankml.cxx.nljson.dump); `Content-Type: application/json; charset=utf-8`.
 - `error_response(message, type, status)`: `format_error_response` ({"error": {"code", "message", "type"}}), and
   the router's own errors (`router_error`: key order message, type, code: 404 File Not Found, 401, 503).
 - `LlamaHTTP`: the ASGI middleware of cpp-httplib + llama-server's pre-routing handler: `Server: llama.cpp`,
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from starlette.responses import Response
 
-from .. import nljson
+from ..cxx import nljson
 
 #: cpp-httplib's CPPHTTPLIB_PAYLOAD_MAX_LENGTH as llama-server builds it
 PAYLOAD_MAX = 100 * 1024 * 1024

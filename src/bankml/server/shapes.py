@@ -13,7 +13,7 @@ import struct
 import time
 
 from .generation import STOP_EOS, STOP_WORD, Final, Token, TokenProbs, validate_utf8
-from .info_api import random_string
+from .api.info import random_string
 
 BUILD_INFO = "b0-unknown"
 FLT_LOWEST = -3.4028234663852886e38

@@ -26,14 +26,14 @@ def _model_file(model: str) -> Path:
     p = Path(model)
     if p.exists() or p.suffix == ".gguf" or "/" in model:
         return p
-    from ..pull import model_path
+    from ..models.pull import model_path
     return model_path(model)
 
 
 def _run(args) -> int:
     from ..cli import EXIT_OK, EXIT_REFUSED, EXIT_TRUNCATED, EXIT_UNREADABLE, _err
     from ..errors import BankmlError, GGUFTruncated
-    from ..gguf import read_header_file
+    from ..models.gguf import read_header_file
     from . import Tokenizer
 
     text = sys.stdin.buffer.read() if args.text == "-" else args.text
@@ -51,7 +51,7 @@ def _run(args) -> int:
         _err(f"tokenize: {args.model}: {e}")
         return EXIT_REFUSED
     if args.pieces:
-        from ..server.tokenize_api import tokenize_body
+        from ..server.api.tokenize import tokenize_body
         # the ids as a /tokenize content array: pieces as llama-server gives them (bytes arrays where not UTF-8)
         print(json.dumps(tokenize_body(tok, {"content": ids, "with_pieces": True}), ensure_ascii=False))
     else:

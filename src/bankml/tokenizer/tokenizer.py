@@ -1,12 +1,12 @@
 """The Tokenizer: text to token ids and back, identical to llama.cpp b11192 on the same GGUF vocabulary.
 
-    tok = Tokenizer.from_gguf(header)                   # header: bankml.gguf.GGUFHeader
+    tok = Tokenizer.from_gguf(header)                   # header: bankml.models.gguf.GGUFHeader
     tok.tokenize("Hello <|im_start|>", add_special=False, parse_special=True) -> [19556, 216, 1]
     tok.token_to_piece(19556) -> b"Hello"
     tok.detokenize([19556, 905]) -> b"Hello world"
 
 Text may be `str` or bytes-like. A `str` is encoded as UTF-8, its lone surrogates U+DC80..U+DCFF as the raw
-bytes they escape (the convention of bankml.gguf) and any other lone surrogate as its 3-byte UTF-8 form (what
+bytes they escape (the convention of bankml.models.gguf) and any other lone surrogate as its 3-byte UTF-8 form (what
 llama.cpp would receive for it). Pieces and detokenized text are bytes: a piece may hold part of a UTF-8
 character, and joining them into text is the caller's job (the server keeps bytes until a character is
 complete).
@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from ..errors import InvalidToken
-from ..gguf import GGUFHeader, read_header_file
+from ..models.gguf import GGUFHeader, read_header_file
 from . import vocab as _vocab
 from .vocab import (ATTR_BYTE, ATTR_CONTROL, ATTR_NORMAL, ATTR_UNKNOWN, ATTR_UNUSED, ATTR_USER_DEFINED, NULL,
                     Vocab, load_vocab)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TokenizerError, UnsupportedTokenizer
-from ..gguf import GGUFHeader, ValueType
+from ..models.gguf import GGUFHeader, ValueType
 from . import _cxx, _pretok, _unicode
 from ._core import pieces_for_cache
 

@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import nljson
-from .http import error_response, json_response
+from ...cxx import nljson
+from ..http import error_response, json_response
 
 _MAGIC = b"BKSL"
 

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from .http import error_response, json_response, not_found
+from ..http import error_response, json_response, not_found
 
 log = logging.getLogger("bankml.server")
 
@@ -130,7 +130,7 @@ class CxxMapOrder:
     def _bucket(self, key: str) -> int:
         h = self._hash.get(key)
         if h is None:
-            from ..tokenizer._cxx import std_hash
+            from ...tokenizer._cxx import std_hash
             h = self._hash[key] = std_hash(key.encode("utf-8", "surrogateescape"))
         return h % self.n_buckets
 
@@ -141,7 +141,7 @@ class CxxMapOrder:
 
     def insert(self, key: str) -> None:
         if len(self.keys) + 1 > self.next_resize:
-            from ..tokenizer._cxx import GROWTH
+            from ...tokenizer._cxx import GROWTH
             self.n_buckets = next(nb for _, nb in GROWTH if nb > self.n_buckets)
             self.next_resize = self.n_buckets
             old, self.keys = self.keys, []
@@ -412,7 +412,7 @@ async def delete_stream(request: Request) -> Response:
 
 
 async def lookup(request: Request) -> Response:
-    from .. import nljson
+    from ...cxx import nljson
     try:
         body = nljson.loads(await request.body())
     except nljson.JSONParseError as e:

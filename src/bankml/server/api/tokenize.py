@@ -1,6 +1,6 @@
 """llama-server b11192's POST /tokenize and POST /detokenize (tools/server/server-context.cpp), as Starlette routes.
 
-    from bankml.server.tokenize_api import routes      # mount on the app; app.state.tokenizer must be set
+    from bankml.server.api.tokenize import routes      # mount on the app; app.state.tokenizer must be set
 
 /tokenize  {"content": str | [str | int, ...], "add_special": false, "parse_special": true, "with_pieces": false}
            -> {"tokens": [ids]} or, with pieces, {"tokens": [{"id": id, "piece": str | [bytes]}]}
@@ -19,8 +19,8 @@ Behaviour reproduced from the oracle (tests/oracle/tokenizer/http.json):
   ("[json.exception.type_error.302] type must be string, but is number") and libstdc++'s range check for an
   id outside the vocabulary ("vector::_M_range_check: __n (which is N) >= this->size() (which is V)").
 
-The body is parsed by bankml.nljson (nlohmann's acceptance and error messages), or by
-`request.app.state.parse_json(raw: bytes)` when the app provides one (raising bankml.nljson.JSONParseError).
+The body is parsed by bankml.cxx.nljson (nlohmann's acceptance and error messages), or by
+`request.app.state.parse_json(raw: bytes)` when the app provides one (raising bankml.cxx.nljson.JSONParseError).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..nljson import JSONParseError, NLError, loads, type_must_be
+from ...cxx.nljson import JSONParseError, NLError, loads, type_must_be
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request

@@ -1,12 +1,12 @@
 """llama-server's template endpoints: POST /apply-template and POST /v1/chat/completions/input_tokens.
 
-Both run the chat request step (bankml.chat_request) exactly as /v1/chat/completions does, so they answer with
+Both run the chat request step (bankml.chat.request) exactly as /v1/chat/completions does, so they answer with
 the same validation errors; /apply-template returns `{"prompt": ...}`, input_tokens counts the prompt's tokens
 (tokenized with add_special and parse_special, as llama-server's tokenize_mixed does) and returns
 `{"input_tokens": N, "object": "response.input_tokens"}`.
 
-The app provides `app.state.template` (bankml.template.ChatTemplates), `app.state.tokenizer` (for input_tokens)
-and optionally `app.state.chat_options` (bankml.chat_request.ServerChatOptions, default: llama-server's with
+The app provides `app.state.template` (bankml.chat.template.ChatTemplates), `app.state.tokenizer` (for input_tokens)
+and optionally `app.state.chat_options` (bankml.chat.request.ServerChatOptions, default: llama-server's with
 `--reasoning off`). `routes` is mounted by the server's app.
 """
 
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..chat_request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
+from ...chat.request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
 
 
 def _safe(text: str) -> str:

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from ..about import __version__
 from ._progress import Progress, ProgressArg
-from .errors import BankmlError
+from ..errors import BankmlError
 from .gguf import GGMLType, GGUFFile, ValueType, header_kvs, row_bytes, type_name, write_gguf
 from .verify import make_pin, pin_path_beside, sha256_file, write_pin
 

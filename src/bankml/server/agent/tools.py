@@ -27,12 +27,12 @@ import time
 from starlette.requests import Request
 from starlette.routing import Route
 
-from .. import nljson
-from ..chat_request import _json_value as json_value
-from ..errors import BankmlError
-from . import ecma_regex
+from ...cxx import nljson
+from ...chat.request import _json_value as json_value
+from ...errors import BankmlError
+from ...cxx import ecma_regex
 from .cors_proxy import ProxyAnswer
-from .http import JSON_TYPE, NOT_FOUND, dumps, error_body, error_response, feature_disabled, json_response
+from ..http import JSON_TYPE, NOT_FOUND, dumps, error_body, error_response, feature_disabled, json_response
 
 #: build_tools()'s order
 NAMES = ("read_file", "file_glob_search", "grep_search", "exec_shell_command", "write_file", "edit_file",

@@ -9,7 +9,7 @@ newline), or as `{"prompt": ...}` with --json (what /apply-template answers). Ex
 prompt, 1 the model or template file cannot be read, 2 refused: stdin is not JSON, a request llama-server
 refuses (its error object on stderr), or a template llama-server would not start with.
 
-`bankml.cli` mounts this with `add_parser(subparsers)`; `python -m bankml.template_cli` runs it alone.
+`bankml.cli` mounts this with `add_parser(subparsers)`; `python -m bankml.chat.cli` runs it alone.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import os
 import sys
 from pathlib import Path
 
-from .chat_request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
-from .errors import BankmlError
-from .gguf import read_header_file
+from .request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
+from ..errors import BankmlError
+from ..models.gguf import read_header_file
 from .template import ChatTemplates, TemplateError, TemplateLoadError
 
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, stdin=None, stdout=None, stderr=None) -> int:
             override = args.chat_template
         templates = ChatTemplates.from_gguf(header, override=override)
         if args.no_jinja:
-            from .template_legacy import startup_error, verify
+            from .legacy import startup_error, verify
             if override is not None and not verify(override):
                 text = override.decode("utf-8", "surrogateescape") if isinstance(override, bytes) else override
                 raise TemplateLoadError(startup_error(text).rstrip("\n"))

@@ -1,4 +1,4 @@
-"""What bankml's engine can run: the one table the guard (`bankml.verify.guard`) checks a model against.
+"""What bankml's engine can run: the one table the guard (`bankml.models.verify.guard`) checks a model against.
 
 THIS IS A PLAIN DATA TABLE, EDITED BY EVERY PART THAT ADDS SUPPORT. When the forward pass learns a new
 architecture or weight type, or the tokenizer a new model or pre-tokenizer, add it here in the same commit
@@ -30,7 +30,7 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 #   optional_hparams: keys read when present, with their type
 #   unsupported: keys the engine cannot honour yet -> the only value accepted (absence is always accepted;
 #                None: any value is refused)
-#   dims: names used by the tensor shapes below, each computed from the hyper-parameters by `bankml.verify`:
+#   dims: names used by the tensor shapes below, each computed from the hyper-parameters by `bankml.models.verify`:
 #         n_embd, n_vocab, n_ff, n_head, n_head_kv, n_embd_head (key_length, or n_embd / n_head),
 #         n_embd_q (n_embd_head * n_head), n_embd_kv (n_embd_head * n_head_kv), n_rot_half (rope dims / 2)
 #   tensors: tensor name -> (role in WEIGHT_TYPES, shape in ggml order written with dims, required);

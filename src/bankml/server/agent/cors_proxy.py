@@ -35,7 +35,7 @@ import ssl
 from starlette.requests import Request
 from starlette.routing import Route
 
-from .http import JSON_TYPE, error_response, feature_disabled
+from ..http import JSON_TYPE, error_response, feature_disabled
 
 PREFIX = "x-llama-server-proxy-header-"
 TIMEOUT = 600                 # timeout_read / timeout_write given by proxy_request (seconds)

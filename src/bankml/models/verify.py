@@ -3,11 +3,11 @@
 Owns:
 - the guard, `guard(path) -> GuardReport`: from the header alone, play / refuse / need_more, with every reason
   (malformed header, what llama.cpp itself would refuse, and what bankml's engine cannot run yet according to
-  the table in `bankml.capabilities`);
+  the table in `bankml.models.capabilities`);
 - pins, `NAME.gguf.FORK.json`: the bytes and sha256 of a model's files and where they came from, found beside the
-  model or in a forks directory (`$BANKML_FORKS`, then the pins shipped with bankml in `bankml/forks/`);
+  model or in a forks directory (`$BANKML_FORKS`, then the pins shipped with bankml in `bankml/models/forks/`);
 - `verify(path)`: the guard, then the pin; every load runs it.
-Must not know: how a model runs (bankml.engine) or where models come from (bankml.pull).
+Must not know: how a model runs (bankml.engine) or where models come from (bankml.models.pull).
 Mirrors: ggml/src/gguf.cpp (data layout) and src/llama-model-loader.cpp (key types, tensor set) of b11192.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from . import capabilities as caps
 from ._progress import Progress, ProgressArg
-from .errors import GGUFError, GGUFTruncated, ModelRefused, PinMismatch
+from ..errors import GGUFError, GGUFTruncated, ModelRefused, PinMismatch
 from .gguf import GGUFHeader, ValueType, check_data_fits, parse_header
 
 PLAY, REFUSE, NEED_MORE = "play", "refuse", "need_more"
@@ -120,7 +120,7 @@ def check_header(h: GGUFHeader) -> list[str]:
 
 
 def gguf_cpp_refusals(h: GGUFHeader) -> list[str]:
-    """What llama.cpp's gguf.cpp refuses in a header that bankml.gguf reads: arrays of arrays, and tensor data
+    """What llama.cpp's gguf.cpp refuses in a header that bankml.models.gguf reads: arrays of arrays, and tensor data
     not laid out as gguf.cpp requires (each offset equal to the padded sizes of the tensors before it)."""
     reasons = []
     nested = [k for k, t in h.array_types.items() if t == ValueType.ARRAY]
@@ -321,7 +321,7 @@ def _check_template(h: GGUFHeader) -> list[str]:
     tmpl = h.metadata["tokenizer.chat_template"]
     if not isinstance(tmpl, str):
         return ["tokenizer.chat_template is not a string"]
-    from . import jinja  # llama.cpp's own Jinja dialect: what llama-server --jinja (and bankml) parse with
+    from .. import jinja  # llama.cpp's own Jinja dialect: what llama-server --jinja (and bankml) parse with
 
     try:
         jinja.Program.parse(tmpl)

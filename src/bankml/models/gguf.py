@@ -2,12 +2,12 @@
 
 Owns: the GGUF container format (v2 and v3, little-endian), the ggml tensor type table (block size and
 bytes per block for every type of llama.cpp b11192's ggml.h), and the refusal of malformed files.
-Knows nothing of models, tokenizers or kernels: `bankml.verify` decides whether the engine can run a file.
+Knows nothing of models, tokenizers or kernels: `bankml.models.verify` decides whether the engine can run a file.
 
 The reader mirrors what ggml/src/gguf.cpp accepts, and is stricter where a check costs nothing: every count
 and length is compared with the bytes that remain before anything is allocated, so no header can ask for a
 huge allocation; every failure is a `GGUFError` (or `GGUFTruncated` when more bytes would help) with a reason
-and a byte offset. Arrays of arrays are read (to a depth of 64); `bankml.verify` refuses them because
+and a byte offset. Arrays of arrays are read (to a depth of 64); `bankml.models.verify` refuses them because
 llama.cpp does.
 
 Values: integers and floats come back as Python numbers, booleans as bool, strings as str (decoded UTF-8;
@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .errors import GGUFError, GGUFTruncated
+from ..errors import GGUFError, GGUFTruncated
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32

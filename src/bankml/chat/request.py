@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import nljson
-from .errors import BankmlError
+from ..cxx import nljson
+from ..errors import BankmlError
 from .template import (CONTINUE_AUTO, CONTINUE_CONTENT, CONTINUE_NONE, CONTINUE_REASONING,
                        SERVER_TEMPLATE_KWARGS, ChatInputs, ChatMessage, ChatParams, ChatTemplates, ContentPart,
                        TemplateError, Tool, ToolCall)
@@ -434,8 +434,8 @@ def _legacy_grammar(inputs: ChatInputs) -> str:
     (json_schema_to_grammar's errors are std::invalid_argument: HTTP 400)."""
     if not inputs.json_schema:
         return inputs.grammar
-    from .errors import SchemaError
-    from .grammar import json_schema as js
+    from ..errors import SchemaError
+    from ..grammar import json_schema as js
     try:
         return js.to_gbnf(nljson.loads(inputs.json_schema))
     except SchemaError as e:

@@ -5,7 +5,7 @@ handle_completions_impl (server-context.cpp) over bankml.server.generation.
     ...                                     # tasks go to ctx.worker; events come back on an asyncio queue
 
 The order of llama-server's checks: the body is parsed (nlohmann's errors: 500), the chat step
-(bankml.chat_request: its statuses), then, for every prompt, tokenization (`prompt` as a string, token ids, a
+(bankml.chat.request: its statuses), then, for every prompt, tokenization (`prompt` as a string, token ids, a
 mixed array, {"prompt_string": ...}, or an array of those: one task each) and the request fields
 (bankml.sampling.from_request): any failure here is a 400 with the exception's text. Then the worker: slot choice,
 "Prompt contains invalid tokens", "Failed to initialize samplers: ...", the context check, generation.
@@ -27,10 +27,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import nljson
-from . import shapes
-from .generation import Begin, CompletionTask, Error, Final, Progress, Token
-from .http import dumps, error_response, json_response
+from ...cxx import nljson
+from .. import shapes
+from ..generation import Begin, CompletionTask, Error, Final, Progress, Token
+from ..http import dumps, error_response, json_response
 from .stream_sessions import conv_id_from_headers, tee
 
 log = logging.getLogger("bankml.server")
@@ -54,7 +54,7 @@ def _is_int(e) -> bool:
 
 
 def _tokenize_mixed(tok, p) -> list[int]:
-    from .tokenize_api import to_int32
+    from .tokenize import to_int32
     if isinstance(p, list):
         out, first = [], True
         for e in p:
@@ -74,7 +74,7 @@ def _subprompt(tok, p) -> list[int]:
                               and any(_is_int(e) for e in p)):
         return _tokenize_mixed(tok, p)
     if isinstance(p, list) and all(_is_int(e) for e in p):
-        from .tokenize_api import to_int32
+        from .tokenize import to_int32
         return [to_int32(e) for e in p]
     if isinstance(p, dict) and "prompt_string" in p:
         if "multimodal_data" in p:
@@ -119,12 +119,12 @@ def prepare(ctx, body, kind: str, begin=None) -> Prepared:
     """Everything llama-server does on the HTTP thread before posting the tasks. Raises RequestFailure.
     `begin()` is called where handle_completions_impl starts (after the chat step): a stream session opens there."""
     try:
-        from .. import sampling
+        from ... import sampling
     except ImportError:
         raise RequestFailure(501, "generation is not reproduced yet: bankml.sampling is missing",
                              "not_supported_error") from None
-    from ..chat_request import ChatRequestError, parse_chat_request
-    from ..grammar import request as greq
+    from ...chat.request import ChatRequestError, parse_chat_request
+    from ...grammar import request as greq
 
     fmt = None
     prefix = ""
@@ -193,7 +193,7 @@ def with_children(ctx, inputs, params):
     whose groups fit the slots together (llama-server decodes them side by side; bankml runs one request's tasks
     one after the other), and an empty prompt (llama-server answers the parent, the children wait forever)."""
     import copy
-    from ..sampling.params import DEFAULT_SEED
+    from ...sampling.params import DEFAULT_SEED
     if ctx.kv_unified:
         raise RequestFailure(501, "n > 1 (several choices) with a unified KV cache (-kvu, or -np auto) is not "
                                   "reproduced by bankml yet", "not_supported_error")
@@ -227,7 +227,7 @@ def with_children(ctx, inputs, params):
 def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
     """Every task of the request, by result index (children follow their parent; submit the parents only:
     parents(tasks, prep))."""
-    from ..sampling.sampler import Sampler
+    from ...sampling.sampler import Sampler
     tasks = []
     for i, (tokens, params) in enumerate(zip(prep.inputs, prep.params)):
         def make_sampler(params=params):
@@ -248,8 +248,8 @@ def parents(tasks: list[CompletionTask], prep: Prepared) -> list[CompletionTask]
 
 def token_probs(task, logits, sampler, tok):
     """populate_token_probs through bankml.sampling.probs: (the sampled token's p, the top candidates)."""
-    from ..sampling import probs as sprobs
-    from .generation import TokenProbs
+    from ...sampling import probs as sprobs
+    from ..generation import TokenProbs
     tk = task.tokenizer
     n = task.params.n_probs
     if task.params.post_sampling_probs:
@@ -310,7 +310,7 @@ class Formatter:
 
 
 def error_json(ev: Error) -> dict:
-    from .http import error_body
+    from ..http import error_body
     return error_body(ev.message, ev.status, ev.type, **ev.extra)
 
 

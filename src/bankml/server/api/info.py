@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .http import error_response, json_response
+from ..http import error_response, json_response
 
 _ALNUM = string.digits + string.ascii_letters
 

@@ -20,12 +20,12 @@ Mirrors src/llama-chat.cpp (the named templates, `llm_chat_detect_template`, `ll
     verify(src) -> bool                    # common_chat_verify_template(src, use_jinja=false)
     legacy_prompt(src, messages, add_generation_prompt) -> str                 # raises LegacyTemplateError
 
-Must not know: tokens, HTTP, Jinja (bankml.template owns the Jinja path and calls this one for --no-jinja).
+Must not know: tokens, HTTP, Jinja (bankml.chat.template owns the Jinja path and calls this one for --no-jinja).
 """
 
 from __future__ import annotations
 
-from .errors import BankmlError
+from ..errors import BankmlError
 
 #: the template names llama-server accepts without --jinja (std::map order: sorted bytes)
 _NAMES = (
@@ -586,7 +586,7 @@ def _bytes(s) -> bytes:
 
 
 def legacy_prompt(source: bytes | str, messages, add_generation_prompt: bool) -> str:
-    """The prompt of common_chat_templates_apply_legacy for bankml.template ChatMessages (str, surrogateescape
+    """The prompt of common_chat_templates_apply_legacy for bankml.chat.template ChatMessages (str, surrogateescape
     for invalid UTF-8). Raises LegacyTemplateError("this custom template is not supported, try using --jinja")."""
     out = apply_template(source, message_contents(messages), add_generation_prompt)
     if out is None:

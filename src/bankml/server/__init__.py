@@ -1,0 +1,10 @@
+"""bankml-serve: llama-server b11192's HTTP server over bankml's engine.
+
+  app, http, cli, flags     the Starlette app, llama-server's HTTP behaviour, the command and its flags
+  context                   the loaded model and the facts /props reports
+  api/                      the inference routes (one module a route family) and their response families
+  agent/                    the built-in tools and the CORS proxy
+  generation, slots         the worker thread, the generation loop, slots and the prompt cache
+  shapes                    llama-server's JSON objects for each response family
+  engine_api                bankml.Engine: the same answers in-process
+"""
