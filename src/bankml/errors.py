@@ -106,11 +106,11 @@ class InvalidToken(TokenizerError, IndexError):
         super().__init__(f"token id {token} is out of the vocabulary (0..{n_vocab - 1})")
 
 
-class EngineError(BankmlError):
+class ForwardError(BankmlError):
     """The forward pass refuses a call (bankml.engine); nothing in the KV cache changed."""
 
 
-class ContextFull(EngineError):
+class ContextFull(ForwardError):
     """The tokens of a decode call do not fit in the KV cache: positions n_past .. n_past+n_tokens-1 are needed,
     the cache holds n_ctx cells (llama_decode fails the same way: no KV slot for the batch)."""
 
@@ -122,7 +122,7 @@ class ContextFull(EngineError):
                          f"context holds {n_ctx}")
 
 
-class PositionMismatch(EngineError):
+class PositionMismatch(ForwardError):
     """A decode call must continue the cached sequence: its first position must be n_past (llama.cpp requires
     Y = X + 1 for the batch's first position Y and the cache's last X)."""
 

@@ -238,6 +238,11 @@ cdef class _KVCache:
         return bk_kv_seq_pos_max(&self.kv.cells) + 1
 
     @property
+    def cell_bytes(self):
+        """Bytes of one cell's K and V rows over every layer (what state_bytes holds per position)."""
+        return self.kv.n_layer * (self.kv.k_row_bytes + self.kv.v_row_bytes)
+
+    @property
     def used(self):
         return self.kv.cells.used
 

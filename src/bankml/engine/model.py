@@ -30,6 +30,17 @@ N_BATCH = 2048        # llama-server's default --batch-size (the server cuts pro
 CACHE_TYPES = ("f16", "q8_0")
 
 
+def pad_ctx(n: int) -> int:
+    """n rounded up to a multiple of KV_PAD, as llama_context pads n_ctx."""
+    return -(-n // KV_PAD) * KV_PAD
+
+
+# weight types whose matrix products give every column the bits of a one-column product, measured against
+# llama-server's n > 1 steps (one product over every live choice's column; bankml decodes each choice alone).
+# F16 differs: ggml takes another kernel for several columns.
+MULTI_CHOICE_WEIGHTS = frozenset({"Q4_1", "Q8_0"})
+
+
 @dataclass(frozen=True)
 class HParams:
     """What the graph needs from the header (llama.cpp's names in comments)."""
@@ -121,13 +132,17 @@ class KVCache:
     def clear(self) -> None:
         self._c.clear()
 
+    def state_size(self, n_cells: int = 1) -> int:
+        """Bytes of save() for n_cells positions (K and V rows of every layer)."""
+        return n_cells * self._c.cell_bytes
+
     def save(self) -> bytes:
         """The cache's positions 0 .. n_past-1 (K and V rows of every layer), for restore()."""
         return self._c.state_bytes(self.n_past)
 
     def restore(self, state: bytes) -> None:
         """Replace the contents with a save() of a cache of the same model and type."""
-        row = len(self._c.state_bytes(1))  # one cell of every layer
+        row = self.state_size(1)
         if len(state) % row:
             raise ValueError(f"{len(state)} bytes are not a saved state of this cache")
         n = len(state) // row
@@ -202,7 +217,7 @@ class Model:
                 n_ctx = hp.n_ctx_train
             if n_ctx < 0:
                 raise ValueError(f"n_ctx must be positive, got {n_ctx}")
-            n_ctx = -(-n_ctx // KV_PAD) * KV_PAD
+            n_ctx = pad_ctx(n_ctx)
             if oracle_threads <= 0:
                 raise ValueError(f"oracle_threads must be positive, got {oracle_threads}")
             if cache_type not in CACHE_TYPES:
@@ -227,7 +242,7 @@ class Model:
 
     def new_cache(self, n_ctx: int | None = None, cache_type: str | None = None) -> KVCache:
         """Another KV cache over the same weights (another slot): n_ctx cells (<= the model's n_ctx)."""
-        n = self.n_ctx if n_ctx is None else -(-n_ctx // KV_PAD) * KV_PAD
+        n = self.n_ctx if n_ctx is None else pad_ctx(n_ctx)
         if n <= 0 or n > self.n_ctx:
             raise ValueError(f"a cache of {n} cells: 1 .. {self.n_ctx} (the model's n_ctx)")
         return KVCache(self, n, cache_type or self.cache.cache_type)
@@ -258,6 +273,17 @@ class Model:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
         if rc != 0:
             raise RuntimeError(f"the forward pass failed with status {rc}")
+
+    @property
+    def multi_choice_blockers(self) -> list[str]:
+        """The weight types (sorted) whose several-column products differ from their one-column ones, so that
+        n > 1 choices decoded one sequence at a time would not give llama-server's bits; empty when none."""
+        return sorted(self.weight_types - MULTI_CHOICE_WEIGHTS)
+
+    @property
+    def supports_multi_choice(self) -> bool:
+        """Whether n > 1 choices (llama-server's multi-sequence steps) are reproduced on this model's weights."""
+        return not self.multi_choice_blockers
 
     def logits(self) -> np.ndarray:
         """float32[n_vocab]: the raw logits of the last decoded token. A view of the engine's buffer, valid until

@@ -51,7 +51,7 @@ cdef extern from "grammar.h":
     int64_t bk_gr_dump_set(const bk_gr_engine *g, int32_t set, int32_t *out, int64_t cap) nogil
 
 
-class EngineError(GrammarError):
+class GrammarEngineError(GrammarError):
     """An engine failure; `code` is the C error code (see grammar.h)."""
 
     def __init__(self, code, message):
@@ -63,15 +63,15 @@ cdef object _error(int code, str what):
     if code == BK_GR_ENOMEM:
         return MemoryError(f"grammar engine: out of memory ({what})")
     if code == BK_GR_EDIVERGE:
-        return EngineError(code, "the grammar's expansion does not terminate (a left recursion through rules "
+        return GrammarEngineError(code, "the grammar's expansion does not terminate (a left recursion through rules "
                                  "that only derive the empty string indirectly); llama.cpp does not stop on it")
     if code == BK_GR_EEOG:
-        return EngineError(code, "an end-of-generation token was accepted while the grammar is not complete")
+        return GrammarEngineError(code, "an end-of-generation token was accepted while the grammar is not complete")
     if code == BK_GR_EBADTOKEN:
-        return EngineError(code, "token id outside the vocabulary")
+        return GrammarEngineError(code, "token id outside the vocabulary")
     if code == BK_GR_EMALFORMED:
-        return EngineError(code, "malformed grammar rules")
-    return EngineError(code, f"grammar engine error {code} ({what})")
+        return GrammarEngineError(code, "malformed grammar rules")
+    return GrammarEngineError(code, f"grammar engine error {code} ({what})")
 
 
 cdef class Vocab:
@@ -143,7 +143,7 @@ cdef class Engine:
         return bk_gr_set_size(self.g, state_set)
 
     def accept_token(self, int32_t state_set, uint32_t pvalue, int32_t premain, int32_t token):
-        """(set, pvalue, premain) after accepting `token`; raises EngineError(code=BK_GR_EEMPTY...) on refusal."""
+        """(set, pvalue, premain) after accepting `token`; raises GrammarEngineError(code=BK_GR_EEMPTY...) on refusal."""
         cdef bk_gr_partial p
         cdef int rc
         p.value = pvalue

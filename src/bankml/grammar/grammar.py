@@ -20,7 +20,7 @@ import numpy as np
 
 from bankml.errors import GrammarError
 from bankml.grammar import gbnf
-from bankml.grammar._engine import Engine, EngineError, Vocab
+from bankml.grammar._engine import Engine, GrammarEngineError, Vocab
 from bankml.grammar.vocab import GrammarVocab
 
 _ENGINE_CACHE = 16  # compiled grammars kept per vocabulary (each may hold up to 32 MiB of cached masks)
@@ -171,7 +171,7 @@ class Grammar:
             return
         try:
             self.state, self._pv, self._pr = self.engine.accept_token(self.state, self._pv, self._pr, int(token))
-        except EngineError as e:
+        except GrammarEngineError as e:
             raise self._accept_error(e, int(token), self._piece(int(token))) from None
 
     def accept_piece(self, token: int, piece: bytes) -> None:
@@ -179,7 +179,7 @@ class Grammar:
         try:
             self.state, self._pv, self._pr = self.engine.accept_piece(self.state, self._pv, self._pr, int(token),
                                                                       bytes(piece))
-        except EngineError as e:
+        except GrammarEngineError as e:
             raise self._accept_error(e, int(token), bytes(piece)) from None
 
     def _await(self, token: int) -> None:
@@ -235,7 +235,7 @@ class Grammar:
         return self.vocab.pieces[token] if 0 <= token < self.vocab.n_vocab else b""
 
     @staticmethod
-    def _accept_error(e: EngineError, token: int, piece: bytes) -> GrammarError:
+    def _accept_error(e: GrammarEngineError, token: int, piece: bytes) -> GrammarError:
         if e.code == -3:  # BK_GR_EEMPTY
             text = piece.decode("utf-8", "replace")
             return GrammarError(f"Unexpected empty grammar stack after accepting piece: {text} ({token})")

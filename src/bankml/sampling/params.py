@@ -16,6 +16,7 @@ import re
 import struct
 from dataclasses import dataclass, field, fields, replace
 
+from bankml.cxx.cfloat import f32
 from bankml.chat.request import ChatRequestError, _iterate, parse_continuation
 from bankml.chat.template import CONTINUE_NONE
 
@@ -57,14 +58,6 @@ class RequestError(ChatRequestError):
 
     def body(self) -> dict:
         return {"error": {"code": self.status, "message": self.message, "type": self.error_type}}
-
-
-def f32(x: float) -> float:
-    """static_cast<float>(double): round to nearest float32 (beyond FLT_MAX's rounding range: infinity)"""
-    try:
-        return struct.unpack("<f", struct.pack("<f", x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
 
 
 # ---------------------------------------------------------------------------------------------------------------

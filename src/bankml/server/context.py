@@ -18,11 +18,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ..engine import pad_ctx
 from ..errors import BankmlError
 
 log = logging.getLogger("bankml.server")
-
-KV_PAD = 256
 
 #: llama_ftype_name of the file types bankml can load (llama.h's LLAMA_FTYPE_*)
 FTYPE_NAMES = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
@@ -33,18 +32,14 @@ FTYPE_NAMES = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0
 VOCAB_TYPES = {"no_vocab": 0, "none": 0, "llama": 1, "gpt2": 2, "bert": 3, "t5": 4, "rwkv": 5, "plamo2": 6}
 
 
-def _pad(n: int) -> int:
-    return -(-n // KV_PAD) * KV_PAD
-
-
 def slot_context(n_ctx: int, n_parallel: int, kv_unified: bool, n_ctx_train: int) -> tuple[int, int, bool]:
     """(n_slots, n_ctx_slot, kv_unified) as llama-server and llama_context work them out."""
     if n_parallel < 0:
         n_parallel, kv_unified = 4, True
     if n_ctx == 0:
         n_ctx = n_ctx_train
-    n_ctx = _pad(n_ctx)
-    n_ctx_seq = n_ctx if kv_unified else _pad(n_ctx // n_parallel)
+    n_ctx = pad_ctx(n_ctx)
+    n_ctx_seq = n_ctx if kv_unified else pad_ctx(n_ctx // n_parallel)
     return n_parallel, min(n_ctx_seq, n_ctx_train), kv_unified
 
 

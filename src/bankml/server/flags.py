@@ -20,6 +20,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
+from ..cxx.cfloat import f32
 from ..errors import BankmlError, UnsupportedFlag
 
 
@@ -225,8 +226,7 @@ def _flag(attr, value):
 
 def _f32(flag: str, v: str) -> float:
     """std::stof: the value as a float32 (the sampling defaults are floats)."""
-    import struct
-    return struct.unpack("f", struct.pack("f", _float(flag, v)))[0]
+    return f32(_float(flag, v))
 
 
 def _sampling(name, conv=_f32):

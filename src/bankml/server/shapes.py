@@ -9,9 +9,9 @@ does; the `token` of a probability entry is cut before a trailing incomplete UTF
 
 from __future__ import annotations
 
-import struct
 import time
 
+from ..cxx.cfloat import f32
 from .generation import STOP_EOS, STOP_WORD, Final, Token, TokenProbs, validate_utf8
 from .api.info import random_string
 
@@ -28,8 +28,6 @@ def text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
-def _f32(x: float) -> float:
-    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def logarithm(p: float) -> float:

@@ -21,6 +21,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..cxx.cfloat import f32
+
 
 def common_prefix(a, b) -> int:
     """server_tokens::get_common_prefix for text tokens."""
@@ -155,11 +157,11 @@ class PromptCache:
         best = None
         for e in self.states:
             lcp = common_prefix(e.tokens, tokens_new)
-            f_keep = _f32(lcp / len(e.tokens))
-            f_sim = _f32(lcp / len(tokens_new)) if tokens_new else float("nan")
+            f_keep = f32(lcp / len(e.tokens))
+            f_sim = f32(lcp / len(tokens_new)) if tokens_new else float("nan")
             if f_keep < 0.25:
                 continue
-            if _f32(f_keep_best) < f_keep and _f32(f_sim_best) < f_sim:
+            if f32(f_keep_best) < f_keep and f32(f_sim_best) < f_sim:
                 f_keep_best, f_sim_best, best = f_keep, f_sim, e
         if best is not None:
             slot.cache.restore(best.state)
@@ -171,17 +173,12 @@ class PromptCache:
         if self.limit_size > 0:
             while self.states and self.size() > self.limit_size:
                 self.states.popleft()
-        per_token = max(1.0, _f32(self.size() / max(1, self.n_tokens())))
+        per_token = max(1.0, f32(self.size() / max(1, self.n_tokens())))
         limit_tokens = max(self.limit_tokens, int(self.limit_size / per_token)) if self.limit_size > 0 \
             else self.limit_tokens
         if self.limit_tokens > 0:
             while self.states and self.n_tokens() > limit_tokens:
                 self.states.popleft()
-
-
-def _f32(x: float) -> float:
-    import struct
-    return struct.unpack("f", struct.pack("f", x))[0] if x == x else x
 
 
 class Bucket:
@@ -251,7 +248,7 @@ class SlotPool:
         for i in range(ctx.n_slots):
             cache = model.cache if i == 0 and model.cache.n_ctx == ctx.n_ctx_slot else model.new_cache(ctx.n_ctx_slot)
             s = Slot(i, cache, ctx.n_ctx_slot)
-            s.cache_row_bytes = len(cache._c.state_bytes(1))
+            s.cache_row_bytes = cache.state_size(1)
             s.n_layer = model.hparams.n_layer
             self.slots.append(s)
         n_ctx_total = ctx.n_ctx_slot if ctx.kv_unified else ctx.n_ctx_slot * ctx.n_slots
@@ -278,12 +275,12 @@ class SlotPool:
                 if s.processing or not s.tokens:
                     continue
                 lcp = common_prefix(s.tokens, tokens)
-                f_sim = _f32(lcp / len(tokens)) if tokens else float("nan")
-                if f_sim > best and f_sim > _f32(self.similarity):
+                f_sim = f32(lcp / len(tokens)) if tokens else float("nan")
+                if f_sim > best and f_sim > f32(self.similarity):
                     best = f_sim
                     ret = s
             if ret is not None:
-                f_keep = _f32(_f32(best * len(tokens)) / len(ret.tokens)) if ret.tokens else float("nan")
+                f_keep = f32(f32(best * len(tokens)) / len(ret.tokens)) if ret.tokens else float("nan")
                 if f_keep < 0.5:
                     update = True
         if ret is None:

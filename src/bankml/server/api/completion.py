@@ -178,17 +178,11 @@ def prepare(ctx, body, kind: str, begin=None) -> Prepared:
     return prep
 
 
-# weight types whose products were measured column for column against llama-server's n > 1 steps (a step is one
-# product over every live choice's column; bankml decodes each choice alone): F16's differ (another kernel takes
-# several columns)
-N_CHOICES_WEIGHTS = frozenset({"Q4_1", "Q8_0"})
-
-
 def with_children(ctx, inputs, params):
     """n_cmpl > 1: each prompt's task gets n_cmpl - 1 children (server_task::add_child): the same prompt and
     fields, id_slot -1, the seed + 1, + 2, ... unless it is the default (random) one; results are indexed parent
     first, then its children, prompt after prompt. Refused (501) where bankml's per-slot caches cannot be
-    llama-server's cells: weights other than N_CHOICES_WEIGHTS, a unified KV cache (the sequences share one pool
+    llama-server's cells: weights the engine says it cannot (Model.supports_multi_choice), a unified KV cache (the sequences share one pool
     and its cell order), several prompts
     whose groups fit the slots together (llama-server decodes them side by side; bankml runs one request's tasks
     one after the other), and an empty prompt (llama-server answers the parent, the children wait forever)."""
@@ -197,8 +191,8 @@ def with_children(ctx, inputs, params):
     if ctx.kv_unified:
         raise RequestFailure(501, "n > 1 (several choices) with a unified KV cache (-kvu, or -np auto) is not "
                                   "reproduced by bankml yet", "not_supported_error")
-    other = sorted(set(getattr(ctx.model, "weight_types", ())) - N_CHOICES_WEIGHTS)
-    if other:
+    if not ctx.model.supports_multi_choice:
+        other = ctx.model.multi_choice_blockers
         raise RequestFailure(501, f"n > 1 (several choices) with {', '.join(other)} weights is not reproduced by "
                                   "bankml yet", "not_supported_error")
     if len(inputs) > 1 and 2 * params[0].n_cmpl <= ctx.n_slots:
