@@ -66,10 +66,12 @@ class LlamaServer:
     """A fresh llama-server b11192 on loopback, stopped on exit. `post`/`get` return (status, headers, body)."""
 
     def __init__(self, model: str | os.PathLike, port: int | None = None, extra: list[str] | None = None,
-                 base_args: list[str] | None = None, log: str | os.PathLike | None = None):
+                 base_args: list[str] | None = None, log: str | os.PathLike | None = None,
+                 binary: str | os.PathLike | None = None):
+        # binary: another server to start the same way (bankml-serve, for side-by-side measurements)
         self.model = str(model)
         self.port = port or free_port()
-        self.args = [str(oracle_bin()), "-m", self.model] + (BASE_ARGS if base_args is None else base_args) \
+        self.args = [str(binary or oracle_bin()), "-m", self.model] + (BASE_ARGS if base_args is None else base_args) \
             + ["--host", "127.0.0.1", "--port", str(self.port)] + (extra or [])
         self.log = log
         self.proc: subprocess.Popen | None = None
@@ -80,7 +82,7 @@ class LlamaServer:
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {' '.join(self.args)}")
+                raise RuntimeError(f"{Path(self.args[0]).name} exited with {self.proc.returncode}: {' '.join(self.args)}")
             try:
                 status, _, body = self.get("/health")
                 if status == 200:
@@ -89,7 +91,7 @@ class LlamaServer:
                 pass
             time.sleep(0.1)
         self.__exit__()
-        raise RuntimeError("llama-server did not become healthy in 60 s")
+        raise RuntimeError(f"{Path(self.args[0]).name} did not become healthy in 60 s")
 
     def __exit__(self, *exc) -> None:
         if self.proc and self.proc.poll() is None:

@@ -1,0 +1,82 @@
+"""What a user sees over HTTP: bankml-serve and llama-server b11192 started the same way (`-t 2 -c 4096 -np 1
+--jinja --reasoning off --no-webui`, loopback), the same requests, timed at the client (wall clock, HTTP and JSON
+included), side by side in one run:
+
+    python -m pytest tests/bench/test_bench_http.py --benchmark-only -s
+
+- "long": /completion of the 484-token prompt (as token ids) with 128 greedy tokens, cache_prompt false;
+- "chat": a one-line /v1/chat/completions with 8 greedy tokens, cache_prompt false (the per-request overhead).
+Both servers' tokens are checked equal. The llama-server rows are skipped with a reason when the oracle build is
+absent. No timing is asserted; the ratios and the load go to extra_info and to PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_bench_engine import N_DECODE, PROMPT, ROOT, _server
+
+pytestmark = pytest.mark.slow
+
+LONG = {"prompt": PROMPT, "n_predict": N_DECODE, "temperature": 0, "cache_prompt": False, "return_tokens": True}
+CHAT = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 8,
+        "temperature": 0, "cache_prompt": False}
+CASES = {"long": ("/completion", LONG), "chat": ("/v1/chat/completions", CHAT)}
+TIMES: dict[tuple[str, str], float] = {}
+ANSWERS: dict[tuple[str, str], object] = {}
+
+
+def _bankml_serve() -> str:
+    exe = shutil.which("bankml-serve", path=str(Path(sys.executable).parent))
+    if not exe:
+        pytest.skip("the bankml-serve console script is not installed next to this python")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def servers(smollm2_path):
+    LlamaServer = _server()          # skips without the oracle build
+    sys.path.insert(0, str(ROOT))
+    with LlamaServer(smollm2_path, binary=_bankml_serve()) as ours, LlamaServer(smollm2_path) as theirs:
+        yield {"bankml-serve": ours, "llama-server": theirs}
+
+
+def _answer(case: str, res: dict):
+    return res["tokens"] if case == "long" else res["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("who", ["bankml-serve", "llama-server"])
+def test_request(benchmark, servers, case, who):
+    benchmark.group = f"http {case}"
+    path, body = CASES[case]
+    srv = servers[who]
+    seen = []
+
+    def run():
+        st, res = srv.post_json(path, body)
+        assert st == 200, res
+        seen.append(res)
+
+    benchmark.pedantic(run, rounds=5 if case == "long" else 20, warmup_rounds=1)
+    TIMES[who, case] = benchmark.stats.stats.median
+    ANSWERS[who, case] = _answer(case, seen[-1])
+    benchmark.extra_info.update(median_s=TIMES[who, case], load=os.getloadavg()[0])
+
+
+def test_http_ratios(benchmark):
+    benchmark.group = "http ratios (llama-server time / bankml-serve time: > 1, bankml is faster)"
+    if len(TIMES) < 2 * len(CASES):
+        pytest.skip("both servers must have run every case in this session")
+    for case in CASES:
+        assert ANSWERS["bankml-serve", case] == ANSWERS["llama-server", case]
+    ratios = {case: TIMES["llama-server", case] / TIMES["bankml-serve", case] for case in CASES}
+    benchmark.pedantic(lambda: None, rounds=1)
+    benchmark.extra_info.update({k: round(v, 3) for k, v in ratios.items()})
+    print("\nHTTP, llama-server / bankml-serve time:", {k: round(v, 3) for k, v in ratios.items()},
+          {f"{w} {c}": round(t * 1000, 1) for (w, c), t in TIMES.items()}, "ms; load", os.getloadavg())
