@@ -1,9 +1,11 @@
 """A chat request → the prompt and the completion parameters, as llama-server b11192 does it.
 
-Mirrors tools/server's `oaicompat_chat_params_parse` (server-common.cpp) and chat.cpp's message / tool parsing:
-the same checks in the same order, the same error texts and HTTP statuses (400 where the reference throws
-std::invalid_argument, 500 for anything else, as its ex_wrapper maps them). Used by /v1/chat/completions,
-/apply-template and /v1/chat/completions/input_tokens.
+Mirrors tools/server's `oaicompat_chat_params_parse` (server-common.cpp), calling chat.cpp's message / tool
+parsing (bankml.chat.messages) and the template step (bankml.chat.template): the same checks in the same order,
+the same error texts and HTTP statuses (400 where the reference throws std::invalid_argument, 500 for anything
+else, as its ex_wrapper maps them). Used by /v1/chat/completions, /apply-template and
+/v1/chat/completions/input_tokens.
+Must not know: how templates are chosen or rendered, tokens, HTTP itself (the server routes write the answers).
 
     req = parse_chat_request(body, templates, ServerChatOptions())
     req.prompt            # the rendered prompt (str)
