@@ -12,7 +12,7 @@ from ..errors import BankmlError
 
 
 class TemplateError(BankmlError):
-    """Base of this module's errors: `message` is llama-server's text, `status` its HTTP status."""
+    """Base of the template step's errors: `message` is llama-server's text, `status` its HTTP status."""
 
     status = 500
 
