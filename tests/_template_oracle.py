@@ -91,7 +91,8 @@ def request(body: dict) -> dict:
 def answer(templates, body: dict, now: int, opt=None) -> tuple[int, dict]:
     """bankml's answer to one /apply-template body: (status, JSON body) as the route sends it (`opt`: the
     server's ServerChatOptions, default llama-server's with --jinja)."""
-    from bankml.chat.request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
+    from bankml.chat.errors import ChatRequestError
+    from bankml.chat.request import ServerChatOptions, error_body, parse_chat_request
 
     def safe(s: str) -> str:                # llama-server's dump_safe
         return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

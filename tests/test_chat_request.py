@@ -6,8 +6,9 @@ import pytest
 
 import _template_oracle as O
 from bankml.cxx import nljson
-from bankml.chat.request import (ChatRequestError, ServerChatOptions, error_body, parse_chat_request,
-                                 parse_messages, parse_tools)
+from bankml.chat.errors import ChatRequestError
+from bankml.chat.messages import parse_messages, parse_tools
+from bankml.chat.request import ServerChatOptions, error_body, parse_chat_request
 from bankml.chat.template import ChatTemplates
 
 HI = [{"role": "user", "content": "hi"}]

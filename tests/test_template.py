@@ -6,8 +6,10 @@ import pytest
 
 import _template_oracle as O
 from bankml.models.gguf import read_header_file
-from bankml.chat.template import (CHATML_TEMPLATE, ChatInputs, ChatMessage, ChatTemplates, TemplateLoadError,
-                             TemplateNotReproduced, ToolCall, specialized_handler)
+from bankml.chat.errors import TemplateLoadError, TemplateNotReproduced
+from bankml.chat.handlers import specialized_handler
+from bankml.chat.messages import ChatInputs, ChatMessage, ToolCall
+from bankml.chat.template import CHATML_TEMPLATE, ChatTemplates
 
 RECORDS = [n for n in O.record_names()
            if n not in ("broken-templates", "quirk-templates", "schema-bodies", "gemma3-batch-cuts")]
@@ -21,7 +23,7 @@ except ImportError:
 
 def _needs_converter(templates: ChatTemplates, body: dict) -> bool:
     # bodies whose answer depends on the JSON schema converter: refused (501) until bankml.grammar is there
-    from bankml.chat.template import _SCHEMA_GRAMMAR_HANDLERS
+    from bankml.chat.handlers import SCHEMA_GRAMMAR_HANDLERS as _SCHEMA_GRAMMAR_HANDLERS
     req = O.request(body)
     rf = req.get("response_format")
     has_schema = isinstance(req.get("json_schema"), dict) or (

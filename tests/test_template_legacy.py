@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bankml.chat import legacy as tl
-from bankml.chat.template import ChatMessage, ContentPart
+from bankml.chat.messages import ChatMessage, ContentPart
 
 RECORD = Path(__file__).parent / "oracle" / "template" / "legacy-builtin.json.gz"
 

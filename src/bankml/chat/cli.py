@@ -23,7 +23,8 @@ from pathlib import Path
 from .request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
 from ..errors import BankmlError
 from ..models.gguf import read_header_file
-from .template import ChatTemplates, TemplateError, TemplateLoadError
+from .errors import TemplateError, TemplateLoadError
+from .template import ChatTemplates
 
 
 def _model_path(name: str) -> Path:

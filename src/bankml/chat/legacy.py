@@ -586,7 +586,7 @@ def _bytes(s) -> bytes:
 
 
 def legacy_prompt(source: bytes | str, messages, add_generation_prompt: bool) -> str:
-    """The prompt of common_chat_templates_apply_legacy for bankml.chat.template ChatMessages (str, surrogateescape
+    """The prompt of common_chat_templates_apply_legacy for bankml.chat.messages ChatMessages (str, surrogateescape
     for invalid UTF-8). Raises LegacyTemplateError("this custom template is not supported, try using --jinja")."""
     out = apply_template(source, message_contents(messages), add_generation_prompt)
     if out is None:

@@ -1,9 +1,11 @@
 """A chat request → the prompt and the completion parameters, as llama-server b11192 does it.
 
-Mirrors tools/server's `oaicompat_chat_params_parse` (server-common.cpp) and chat.cpp's message / tool parsing:
-the same checks in the same order, the same error texts and HTTP statuses (400 where the reference throws
-std::invalid_argument, 500 for anything else, as its ex_wrapper maps them). Used by /v1/chat/completions,
-/apply-template and /v1/chat/completions/input_tokens.
+Mirrors tools/server's `oaicompat_chat_params_parse` (server-common.cpp), calling chat.cpp's message / tool
+parsing (bankml.chat.messages) and the template step (bankml.chat.template): the same checks in the same order,
+the same error texts and HTTP statuses (400 where the reference throws std::invalid_argument, 500 for anything
+else, as its ex_wrapper maps them). Used by /v1/chat/completions, /apply-template and
+/v1/chat/completions/input_tokens.
+Must not know: how templates are chosen or rendered, tokens, HTTP itself (the server routes write the answers).
 
     req = parse_chat_request(body, templates, ServerChatOptions())
     req.prompt            # the rendered prompt (str)
@@ -22,35 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..cxx import nljson
-from ..errors import BankmlError
-from .template import (CONTINUE_AUTO, CONTINUE_CONTENT, CONTINUE_NONE, CONTINUE_REASONING,
-                       SERVER_TEMPLATE_KWARGS, ChatInputs, ChatMessage, ChatParams, ChatTemplates, ContentPart,
-                       TemplateError, Tool, ToolCall)
+from .errors import ChatRequestError, TemplateError
+from .errors import invalid_argument as _bad
+from .errors import runtime_error as _fail
+from .messages import (CONTINUE_AUTO, CONTINUE_CONTENT, CONTINUE_NONE, CONTINUE_REASONING, ChatInputs, ChatParams,
+                       parse_messages, parse_tools)
+from .template import SERVER_TEMPLATE_KWARGS, ChatTemplates
 
 _FORMAT_IDS = {"content-only": 0, "peg-simple": 1, "peg-native": 2, "peg-gemma4": 3, "peg-minimax-m3": 4}
 _REASONING_FORMATS = ("none", "auto", "deepseek", "deepseek-legacy")
-
-
-class ChatRequestError(BankmlError):
-    """A request llama-server refuses: `status` (400 or 500) and `message`, its error text."""
-
-    def __init__(self, message: str, status: int = 400):
-        self.message = message
-        self.status = status
-        super().__init__(message)
-
-    @property
-    def error_type(self) -> str:
-        return {400: "invalid_request_error", 500: "server_error", 501: "not_supported_error"}.get(
-            self.status, "server_error")
-
-
-def _bad(msg: str) -> ChatRequestError:          # std::invalid_argument
-    return ChatRequestError(msg, 400)
-
-
-def _fail(msg: str) -> ChatRequestError:         # any other std::exception
-    return ChatRequestError(msg, 500)
 
 
 @dataclass
@@ -110,10 +92,6 @@ def _json_value(body, key: str, default, kind=None):
     return v
 
 
-def _contains(obj, key: str) -> bool:
-    return isinstance(obj, dict) and key in obj
-
-
 def _items(v):
     """json::items(): objects by key, arrays by index as text, anything else one item with an empty key."""
     if isinstance(v, dict):
@@ -121,109 +99,6 @@ def _items(v):
     if isinstance(v, list):
         return [(str(i), x) for i, x in enumerate(v)]
     return [("", v)]
-
-
-def _iterate(v):
-    """Range-for over a json: an object's values, an array's items, nothing for null, else the value itself."""
-    if v is None:
-        return []
-    if isinstance(v, dict):
-        return list(v.values())
-    if isinstance(v, list):
-        return v
-    return [v]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# chat.cpp: messages and tools
-
-def parse_messages(messages) -> list[ChatMessage]:
-    """common_chat_msgs_parse_oaicompat; errors are "Failed to parse messages: ..." (HTTP 500)."""
-    try:
-        return _parse_messages(messages)
-    except (nljson.NLError, ChatRequestError) as e:
-        raise _fail("Failed to parse messages: " + e.message) from None
-
-
-def _parse_messages(messages) -> list[ChatMessage]:
-    if not isinstance(messages, list):
-        raise _bad("Expected 'messages' to be an array, got " + nljson.dump(messages))
-    out = []
-    for message in messages:
-        if not isinstance(message, dict):
-            raise _bad("Expected 'message' to be an object, got " + nljson.dump(message))
-        if "role" not in message:
-            raise _bad("Missing 'role' in message: " + nljson.dump(message))
-        msg = ChatMessage(nljson.get_str(message["role"]))
-        has_content = "content" in message
-        has_tool_calls = "tool_calls" in message
-        if has_content:
-            content = message["content"]
-            if isinstance(content, str):
-                msg.content = content
-            elif isinstance(content, list):
-                for part in content:
-                    if not _contains(part, "type"):
-                        raise _bad("Missing content part type: " + nljson.dump(part))
-                    ptype = part["type"]
-                    if ptype != "text" and ptype != "media_marker":
-                        raise _bad("Unsupported content part type: " + nljson.dump(ptype))
-                    msg.content_parts.append(ContentPart(ptype, nljson.get_str(nljson.at(part, "text"))))
-            elif content is not None:
-                raise _bad("Invalid 'content' type: expected string or array, got " + nljson.dump(content)
-                           + " (ref: https://github.com/ggml-org/llama.cpp/issues/8367)")
-        if has_tool_calls:
-            for tc in _iterate(message["tool_calls"]):
-                if not _contains(tc, "type"):
-                    raise _bad("Missing tool call type: " + nljson.dump(tc))
-                if tc["type"] != "function":
-                    raise _bad("Unsupported tool call type: " + nljson.dump(tc))
-                if "function" not in tc:
-                    raise _bad("Missing tool call function: " + nljson.dump(tc))
-                fc = tc["function"]
-                if not _contains(fc, "name"):
-                    raise _bad("Missing tool call name: " + nljson.dump(tc))
-                name = nljson.get_str(fc["name"])
-                args = nljson.at(fc, "arguments")
-                call = ToolCall(name, args if isinstance(args, str) else nljson.dump(args))
-                if "id" in tc:
-                    call.id = nljson.get_str(tc["id"])
-                msg.tool_calls.append(call)
-        if not has_content and not has_tool_calls:
-            raise _bad("Expected 'content' or 'tool_calls' (ref: https://github.com/ggml-org/llama.cpp/issues/8367 & "
-                       "https://github.com/ggml-org/llama.cpp/issues/12279)")
-        if "reasoning_content" in message:
-            msg.reasoning_content = nljson.get_str(message["reasoning_content"])
-        if "name" in message:
-            msg.tool_name = nljson.get_str(message["name"])
-        if "tool_call_id" in message:
-            msg.tool_call_id = nljson.get_str(message["tool_call_id"])
-        out.append(msg)
-    return out
-
-
-def parse_tools(tools) -> list[Tool]:
-    """common_chat_tools_parse_oaicompat; errors are "Failed to parse tools: ...; tools = ..." (HTTP 500)."""
-    out = []
-    try:
-        if tools is not None:
-            if not isinstance(tools, list):
-                raise _bad("Expected 'tools' to be an array, got " + nljson.dump(tools))
-            for tool in tools:
-                if not _contains(tool, "type"):
-                    raise _bad("Missing tool type: " + nljson.dump(tool))
-                if not isinstance(tool["type"], str) or tool["type"] != "function":
-                    raise _bad("Unsupported tool type: " + nljson.dump(tool))
-                if "function" not in tool:
-                    raise _bad("Missing tool function: " + nljson.dump(tool))
-                fn = tool["function"]
-                name = nljson.get_str(nljson.at(fn, "name"))
-                desc = nljson.value(fn, "description", "")
-                params = nljson.value(fn, "parameters", {})
-                out.append(Tool(name, desc, nljson.dump(params)))
-    except (nljson.NLError, ChatRequestError) as e:
-        raise _fail("Failed to parse tools: " + e.message + "; tools = " + nljson.dump(tools, 2)) from None
-    return out
 
 
 def parse_continuation(v) -> str:
@@ -258,7 +133,7 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
         if tool_choice != "auto":
             raise _fail("tool_choice param requires --jinja flag")
 
-    if _contains(body, "stop") and isinstance(body["stop"], str):
+    if nljson.contains(body, "stop") and isinstance(body["stop"], str):
         params["stop"] = [body["stop"]]
     else:
         params["stop"] = _json_value(body, "stop", [], object)
@@ -268,11 +143,11 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
     if json_schema is not None and grammar:
         raise _fail("Cannot use both json_schema and grammar")
 
-    if _contains(body, "response_format"):
+    if nljson.contains(body, "response_format"):
         rf = _json_value(body, "response_format", {}, object)
         rtype = _json_value(rf, "type", "")
         if rtype == "json_object":
-            if _contains(rf, "schema") or _nl_empty(json_schema):
+            if nljson.contains(rf, "schema") or _nl_empty(json_schema):
                 json_schema = _json_value(rf, "schema", {}, object)
         elif rtype == "json_schema":
             wrapper = _json_value(rf, "json_schema", {}, object)
@@ -282,19 +157,19 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
     if isinstance(json_schema, dict) and not json_schema:
         json_schema = {"type": "object"}
 
-    if not _contains(body, "messages"):
+    if not nljson.contains(body, "messages"):
         raise _bad("'messages' is required")
     messages = body["messages"]
     if not isinstance(messages, list):
         raise _bad("Expected 'messages' to be an array")
     for msg in messages:
         role = _json_value(msg, "role", "")
-        if role != "assistant" and not _contains(msg, "content"):
+        if role != "assistant" and not nljson.contains(msg, "content"):
             raise _bad("All non-assistant messages must contain 'content'")
         if role == "assistant":
-            if not _contains(msg, "content") and not _contains(msg, "tool_calls"):
+            if not nljson.contains(msg, "content") and not nljson.contains(msg, "tool_calls"):
                 raise _bad("Assistant message must contain either 'content' or 'tool_calls'!")
-            if not _contains(msg, "content"):
+            if not nljson.contains(msg, "content"):
                 continue
         content = msg["content"]
         if content is None or isinstance(content, str):
@@ -417,7 +292,7 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
         if has_tools and stream:
             raise _bad("logprobs is not supported with tools + stream")
         params["n_probs"] = _json_value(body, "top_logprobs", 20, int)
-    elif _contains(body, "top_logprobs") and body["top_logprobs"] is not None:
+    elif nljson.contains(body, "top_logprobs") and body["top_logprobs"] is not None:
         raise _bad("top_logprobs requires logprobs to be set to true")
 
     if isinstance(body, dict):

@@ -2,10 +2,10 @@
 
 1. Text forms. llama-server writes JSON values into some error messages (`Missing 'role' in message:
 {"content":"hi"}`) and reports JSON type errors with nlohmann's own wording. `dump`, `type_name`, `at`,
-`get_str`, `value` and `NLError` reproduce those texts from Python values decoded by `json.loads` (dict key
-order kept). Numbers: ints as decimal; floats with nlohmann's layout (at most 15 integer digits before switching
-to exponent form, "1.0" for integral values, two-digit exponents), with the shortest round-trip digits (Python's
-repr; nlohmann's Grisu2 agrees but for rare doubles).
+`get_str`, `value`, `contains`, `iterate` and `NLError` reproduce those texts from Python values decoded by
+`json.loads` (dict key order kept). Numbers: ints as decimal; floats with nlohmann's layout (at most 15 integer
+digits before switching to exponent form, "1.0" for integral values, two-digit exponents), with the shortest
+round-trip digits (Python's repr; nlohmann's Grisu2 agrees but for rare doubles).
 
 2. Parsing request bodies: `loads(raw)` accepts what `json::parse(body)` (strict, no comments) accepts and
 raises `JSONParseError` (an NLError) whose message is nlohmann's exception text.
@@ -24,6 +24,9 @@ Valid bodies go through Python's json (C speed) and are checked for the few thin
 does not; only those and invalid bodies are walked by the byte-level parser below, which follows nlohmann's
 lexer (scan, scan_string, scan_number, scan_literal, skip_bom) and parser (sax_parse_internal).
 Integers come back as int (nlohmann keeps int64 / uint64; wider ones become float), floats as float.
+
+3. `loads_python(text)`: the parse bankml.chat applies to the JSON texts it holds (Python's json with nlohmann's
+refusals of NaN, overflow and lone surrogates); it differs from `loads` on a few inputs, listed in its docstring.
 """
 
 from __future__ import annotations
@@ -89,6 +92,22 @@ def value(obj, key: str, default):
     if isinstance(default, str) and not isinstance(v, str):
         raise type_must_be("string", v)
     return v
+
+
+def contains(obj, key: str) -> bool:
+    """json::contains(key): true for an object holding the key, false for any other value."""
+    return isinstance(obj, dict) and key in obj
+
+
+def iterate(v):
+    """Range-for over a json: an object's values, an array's items, nothing for null, else the value itself."""
+    if v is None:
+        return []
+    if isinstance(v, dict):
+        return list(v.values())
+    if isinstance(v, list):
+        return v
+    return [v]
 
 
 def _float(x: float) -> str:
@@ -653,3 +672,38 @@ def loads(data: bytes | bytearray | memoryview | str):
     except (ValueError, RecursionError):
         pass
     return _parse_slow(data)
+
+
+# ---- parsing texts held by the chat step ----
+
+
+def loads_python(text: str):
+    """Python's json.loads with nlohmann's refusals: NaN / Infinity, numbers that overflow a double and lone
+    surrogates raise ValueError. The chat step (bankml.chat) parses the JSON texts it holds with this (tool
+    parameters, chat_template_kwargs values, the json_schema, string tool-call arguments, Gemma 4 tool results)
+    where chat.cpp calls json::parse on a std::string. It is not `loads`: it refuses a leading UTF-8 BOM and a NUL
+    character (nlohmann skips the one and stops at the other), keeps integers outside int64 / uint64 exact
+    (nlohmann makes them doubles), and raises RecursionError past Python's nesting limit. The chat step's texts
+    are mostly `dump` output, where the two agree; they differ only on such inputs from a request."""
+    def bad_constant(name):
+        raise ValueError("invalid literal " + name)
+
+    v = json.loads(text, parse_constant=bad_constant)
+
+    def check(x):
+        if isinstance(x, str):
+            x.encode("utf-8")
+        elif isinstance(x, float) and not math.isfinite(x):
+            raise ValueError("number overflow")
+        elif isinstance(x, list):
+            for y in x:
+                check(y)
+        elif isinstance(x, dict):
+            for k, y in x.items():
+                check(k)
+                check(y)
+    try:
+        check(v)
+    except UnicodeEncodeError:
+        raise ValueError("lone surrogate") from None
+    return v

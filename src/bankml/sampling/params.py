@@ -17,8 +17,10 @@ import struct
 from dataclasses import dataclass, field, fields, replace
 
 from bankml.cxx.cfloat import f32
-from bankml.chat.request import ChatRequestError, _iterate, parse_continuation
-from bankml.chat.template import CONTINUE_NONE
+from bankml.chat.errors import ChatRequestError
+from bankml.chat.messages import CONTINUE_NONE
+from bankml.chat.request import parse_continuation
+from bankml.cxx.nljson import iterate as _iterate
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

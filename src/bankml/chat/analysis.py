@@ -1,0 +1,351 @@
+"""Template analysis: what rendering probe conversations tells about a template.
+
+Owns the reasoning and message-start part of llama.cpp's autoparser (common/chat-diff-analyzer.cpp): the diff of
+two renders split into common prefix / suffix and the differing middles (calculate_diff_split, by <...> / [...]
+markers, then by bytes), the reasoning markers and mode it finds from renders with and without a
+reasoning_content, with enable_thinking on and off, and with tool calls, the markers that open a user and an
+assistant message, and the autoparser's per-family corrections of those findings.
+Must not know: the per-family handlers chat.cpp picks before the autoparser (bankml.chat.handlers), requests,
+tokens. It only renders templates it is given.
+
+    diff_split(b"<a>x</a>", b"<a>y</a>")   # {"prefix": b"<a>", "suffix": b"</a>", "left": b"x", "right": b"y"}
+    r = analyze_reasoning(parsed_template)  # Reasoning(mode="tag_based", start=b"<think>", end=b"</think>", ...)
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+
+from ..jinja import JinjaError
+from .render import ParsedTemplate
+
+_WS = b" \t\n\v\f\r"
+_MARKER = rb"(?:<[^>]*>|\[[^\]]*\])"
+_SP = rb"[ \t\n\v\f\r]*"
+
+
+def trim(b: bytes) -> bytes:
+    return b.strip(_WS)
+
+
+def _segments(text: bytes) -> list[tuple[str, bytes]]:
+    """segmentize_markers: text and <...> / [...] markers."""
+    out = []
+    in_marker = False
+    opener = 0
+    last = 0
+    for cur, c in enumerate(text):
+        if not in_marker and c in (60, 91):
+            if last < cur:
+                out.append(("text", text[last:cur]))
+            last = cur
+            in_marker = True
+            opener = c
+        elif in_marker and ((opener == 60 and c == 62) or (opener == 91 and c == 93)):
+            out.append(("marker", text[last:cur + 1]))
+            last = cur + 1
+            in_marker = False
+    if last < len(text):
+        out.append(("text", text[last:]))
+    return out
+
+
+def _prune(segs):
+    return [s for s in segs if trim(s[1])]
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    n = 0
+    m = min(len(a), len(b))
+    while n < m and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _common_suffix(a: bytes, b: bytes) -> int:
+    n = 0
+    m = min(len(a), len(b))
+    while n < m and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+        n += 1
+    return n
+
+
+def _single_segment(seg, other, start: int, end: int, prefix: bytes, suffix: bytes):
+    """One side is down to the segment `seg`, the other holds other[start..end]: `seg` joins the suffix when it is
+    the other side's last segment, else the prefix when it is its first. Returns the other side's new bounds, the
+    prefix, the suffix, and whether it matched."""
+    if seg == other[end]:
+        return start, end - 1, prefix, other[end][1] + suffix, True
+    if seg == other[start]:
+        return start + 1, end, prefix + other[start][1], suffix, True
+    return start, end, prefix, suffix, False
+
+
+def diff_split(left: bytes, right: bytes) -> dict:
+    """calculate_diff_split: common prefix / suffix (by markers, then by bytes) and the two differing middles."""
+    res = {"prefix": b"", "suffix": b"", "left": b"", "right": b""}
+    L, R = _segments(left), _segments(right)
+    if not L:
+        res["right"] = right
+        return res
+    if not R:
+        res["left"] = left
+        return res
+    ls, le, rs, re_ = 0, len(L) - 1, 0, len(R) - 1
+    prefix, suffix = b"", b""
+    lfull = rfull = False
+    while ls != le and rs != re_:
+        adv = False
+        if L[ls] == R[rs]:
+            prefix += L[ls][1]
+            ls += 1
+            rs += 1
+            adv = True
+        if L[le] == R[re_]:
+            suffix = L[le][1] + suffix
+            if ls != le:
+                le -= 1
+            else:
+                lfull = True
+            if rs != re_:
+                re_ -= 1
+            else:
+                rfull = True
+            adv = True
+        if not adv:
+            break
+    if ls == le and rs != re_:
+        rs, re_, prefix, suffix, matched = _single_segment(L[ls], R, rs, re_, prefix, suffix)
+        lfull = lfull or matched
+    elif rs == re_ and ls != le:
+        ls, le, prefix, suffix, matched = _single_segment(R[rs], L, ls, le, prefix, suffix)
+        rfull = rfull or matched
+    elif ls == le and rs == re_ and L[ls] == R[rs] and L[ls][0] == "marker":
+        prefix += R[rs][1]
+        lfull = rfull = True
+    can_suffix = L[le][0] == "text" and R[re_][0] == "text"
+    can_prefix = R[rs][0] == "text" and L[ls][0] == "text"
+    rem_l = b"".join(s[1] for s in L[ls:(le if lfull else le + 1)])
+    rem_r = b"".join(s[1] for s in R[rs:(re_ if rfull else re_ + 1)])
+    sl = _common_suffix(rem_l, rem_r) if can_suffix else 0
+    pl = common_prefix(rem_l[:len(rem_l) - sl], rem_r[:len(rem_r) - sl]) if can_prefix else 0
+    prefix += rem_l[:pl]
+    suffix = rem_l[len(rem_l) - sl:] + suffix
+    res.update(prefix=prefix, suffix=suffix, left=rem_l[pl:len(rem_l) - sl], right=rem_r[pl:len(rem_r) - sl])
+    if res["left"] == b"" and res["right"] == b"":
+        res["prefix"] = left
+        res["suffix"] = b""
+    if res["left"] == b"" and res["right"] and len(left) <= len(right) and right.startswith(left):
+        res.update(prefix=left, suffix=b"", right=right[len(left):])
+    return res
+
+
+_USER_MSG = "U_USER_MSG Hello END_U"
+_ASSISTANT_MSG = "A_ASST_MSG I can help END_A"
+_THINKING = "REASON_PART I am thinking END_R"
+_PARAMS_SCHEMA = {"type": "object",
+                  "properties": {"AA_ARG_FST_AA": {"type": "string", "description": "First argument"},
+                                 "BB_ARG_SND_BB": {"type": "string", "description": "Second argument"}},
+                  "required": []}
+_PROBE_TOOLS = [
+    {"type": "function", "function": {"name": "FFF_FIRST_FUN_F", "description": "Test function foo",
+                                      "parameters": _PARAMS_SCHEMA}},
+    {"type": "function", "function": {"name": "SSS_SECOND_FUN_S", "description": "Test function bar",
+                                      "parameters": _PARAMS_SCHEMA}},
+]
+
+
+def _assistant_start(tmpl: ParsedTemplate, r: "Reasoning") -> bytes:
+    """detect_assistant_start_marker: what precedes an assistant message's text."""
+    user = {"role": "user", "content": _USER_MSG}
+    cmp = _compare(tmpl, dict(messages=[user], add_generation_prompt=False, enable_thinking=True),
+                   dict(messages=[user, {"role": "assistant", "content": _ASSISTANT_MSG}],
+                        add_generation_prompt=False, enable_thinking=True))
+    if cmp is None:
+        return b""
+    right = cmp[0]["right"]
+    i = right.find(_ASSISTANT_MSG.encode())
+    prefix = right if i < 0 else right[:i]
+    for marker in (r.start, r.end):
+        t = trim(marker)
+        if marker and t in prefix:
+            prefix = prefix[:prefix.find(t)]
+    return trim(prefix)
+
+
+def _user_start(tmpl: ParsedTemplate) -> bytes:
+    """detect_user_start_marker: what precedes a user message's text (leading end-of-turn markers skipped)."""
+    user = {"role": "user", "content": _USER_MSG}
+    cmp = _compare(tmpl, dict(messages=[], add_generation_prompt=False, enable_thinking=True),
+                   dict(messages=[user], add_generation_prompt=False, enable_thinking=True))
+    if cmp is None:
+        two = {"role": "user", "content": "V_USER_MSG Hello END_V"}
+        asst = {"role": "assistant", "content": _ASSISTANT_MSG}
+        cmp = _compare(tmpl, dict(messages=[two, asst], add_generation_prompt=False, enable_thinking=True),
+                       dict(messages=[two, asst, user], add_generation_prompt=False, enable_thinking=True))
+        if cmp is None:
+            return b""
+    msg = cmp[0]["right"]
+    a = msg.find(_ASSISTANT_MSG.encode())
+    if a >= 0:
+        msg = msg[a + len(_ASSISTANT_MSG):]
+    u = msg.find(_USER_MSG.encode())
+    candidate = msg if u < 0 else msg[:u]
+    out = b""
+    seen_marker = False
+    for kind, value in _segments(candidate):
+        low = value.lower()
+        if kind == "marker" and not seen_marker and (b"end" in low or b"close" in low):
+            continue
+        if kind == "text" and not seen_marker and not trim(value):
+            continue
+        seen_marker = seen_marker or kind == "marker"
+        out += value
+    return trim(out)
+
+
+@dataclass
+class Reasoning:
+    """What bankml takes from the autoparser's analysis: reasoning markers, message starts, extra stops."""
+    mode: str = "none"                   # "none", "tag_based", "tools_only"
+    start: bytes = b""
+    end: bytes = b""
+    additional_stops: list = field(default_factory=list)
+    assistant_start: bytes = b""
+    user_start: bytes = b""
+
+
+def _probe_render(tmpl: ParsedTemplate, messages, add_generation_prompt, enable_thinking, tools=None):
+    try:
+        return tmpl.render(copy.deepcopy(messages), add_generation_prompt=add_generation_prompt,
+                           enable_thinking=enable_thinking, tools=tools,
+                           extra_context={"enable_thinking": enable_thinking})
+    except JinjaError:
+        return None
+
+
+def _compare(tmpl, a: dict, b: dict):
+    out_a = _probe_render(tmpl, **a)
+    out_b = _probe_render(tmpl, **b)
+    if out_a is None or out_b is None:
+        return None
+    return diff_split(out_a, out_b), out_a, out_b
+
+
+def analyze_reasoning(tmpl: ParsedTemplate) -> Reasoning:
+    """analyze_reasoning + the reasoning workarounds of the autoparser."""
+    r = Reasoning()
+    user = {"role": "user", "content": _USER_MSG}
+    think = _THINKING.encode()
+
+    # 1. does a reasoning_content show in the rendered history, and between which markers?
+    plain = {"role": "assistant", "content": _ASSISTANT_MSG}
+    with_r = {"role": "assistant", "content": _ASSISTANT_MSG, "reasoning_content": _THINKING}
+    cmp = _compare(tmpl, dict(messages=[user, plain], add_generation_prompt=False, enable_thinking=True),
+                   dict(messages=[user, with_r], add_generation_prompt=False, enable_thinking=True))
+    if cmp is not None:
+        diff, _, out_b = cmp
+        if diff["right"] and think in diff["right"]:
+            m = re.search(b"(?P<pre>" + _MARKER + _SP + b")" + re.escape(think) + b"(?P<post>" + _SP + _MARKER
+                          + _SP + b")", out_b)
+            if m is None:
+                m = re.search(re.escape(think) + _SP + b"(?P<post>" + _MARKER + _SP + b")?", out_b)
+            if m is not None:
+                pre = m.groupdict().get("pre") or b""
+                post = m.group("post") or b""
+                if pre and post:
+                    r.mode, r.start, r.end = "tag_based", pre, post
+                elif post:
+                    r.mode, r.end = "tag_based", post
+
+    # 2. what does enable_thinking change in the generation prompt?
+    cmp = _compare(tmpl, dict(messages=[user], add_generation_prompt=True, enable_thinking=False),
+                   dict(messages=[user], add_generation_prompt=True, enable_thinking=True))
+    if cmp is not None:
+        diff, out_a, out_b = cmp
+        lt, rt = trim(diff["left"]), trim(diff["right"])
+        if not lt and diff["right"]:
+            if rt and out_b.endswith(rt) and not r.start:
+                r.start, r.mode = diff["right"], "tag_based"
+        elif not rt and diff["left"]:
+            if lt and out_a.endswith(lt) and not r.end:
+                seg = _prune(_segments(out_a))
+                if len(seg) >= 2 and seg[-1][1] == lt and seg[-2][0] == "marker":
+                    r.start = seg[-2][1]
+                r.end, r.mode = diff["left"], "tag_based"
+        elif lt and rt:
+            for base, ext in ((out_b, out_a), (out_a, out_b)):
+                n = min(len(base), 64)
+                anchor = base[len(base) - n:]
+                pos = ext.rfind(anchor)
+                if pos < 0 or pos + n >= len(ext):
+                    continue
+                extra = trim(ext[pos + n:])
+                if not extra:
+                    continue
+                seg = _prune(_segments(extra))
+                if len(seg) == 2 and seg[0][0] == "marker" and seg[1][0] == "marker":
+                    if not r.start:
+                        r.start = seg[0][1]
+                    if not r.end:
+                        r.end = seg[1][1]
+                    r.mode = "tag_based"
+                    break
+    if r.mode == "none" and not r.start and r.end:
+        r.mode = "tag_based"
+
+    # 3. reasoning shown only next to tool calls?
+    if tmpl.caps.supports_tool_calls:
+        call = {"id": "call00001", "type": "function",
+                "function": {"name": "FFF_FIRST_FUN_F", "arguments": {"AA_ARG_FST_AA": "VVVV",
+                                                                     "BB_ARG_SND_BB": "XXXX"}}}
+        a = {"role": "assistant", "content": _ASSISTANT_MSG, "reasoning_content": _THINKING}
+        b = {"role": "assistant", "content": None, "reasoning_content": _THINKING, "tool_calls": [call]}
+        cmp = _compare(tmpl, dict(messages=[user, a], add_generation_prompt=False, enable_thinking=True,
+                                  tools=_PROBE_TOOLS),
+                       dict(messages=[user, b], add_generation_prompt=False, enable_thinking=True,
+                            tools=_PROBE_TOOLS))
+        if cmp is not None:
+            _, out_a, out_b = cmp
+            if think not in out_a and think in out_b:
+                r.mode = "tools_only"
+                m = re.search(b"(?P<pre>" + _MARKER + _SP + b")" + re.escape(think) + _SP + b"(?P<post>"
+                              + _MARKER + _SP + b")", out_b)
+                if m is not None:
+                    r.start, r.end = m.group("pre"), m.group("post")
+                else:
+                    m = re.search(re.escape(think) + _SP + b"(?P<post>" + _MARKER + _SP + b")?", out_b)
+                    if m is not None:
+                        r.end = m.group("post") or b""
+                    else:
+                        r.mode = "none"
+
+    r.assistant_start = _assistant_start(tmpl, r)
+    r.user_start = _user_start(tmpl)
+
+    # the autoparser's per-family patches that touch what bankml uses
+    src = tmpl.source
+    if b"<|CHATBOT_TOKEN|>" in src and b"<|END_OF_TURN_TOKEN|>" in src:
+        r.user_start = b"<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"
+    if b"content.split('</think>')" in src and b"reasoning_content" not in src and b"<SPECIAL_12>" not in src \
+            and r.mode == "none":
+        r.mode, r.start, r.end = "tag_based", b"<think>", b"</think>"
+    if b"Write your thoughts between <think></think> and write your response between <response></response>" in src:
+        r.mode, r.start, r.end = "tag_based", b"<think>", b"</think>"
+    if b"<SPECIAL_10>" in src and b"<SPECIAL_11>" in src and b"<SPECIAL_12>" in src and b"<TOOL_RESPONSE>" in src:
+        r.mode, r.start, r.end = "tag_based", b"<think>\n", b"</think>"
+        r.assistant_start, r.user_start = b"<SPECIAL_11>Assistant", b"<SPECIAL_11>User"
+    if (b"{%- set system_prompt = '<|start_header_id|>' + 'system' + '<|end_header_id|>\\n\\n' + message['content']"
+            b" | trim + '\\n' + system_prompt_suffix + '<|eot_id|>' -%}") in src:
+        r.assistant_start = b"<|start_header_id|>assistant<|end_header_id|>"
+        r.user_start = b"<|start_header_id|>user<|end_header_id|>"
+    if b"<|begin|>assistant<|think|><|end|>" in src:
+        r.assistant_start = b"<|begin|>assistant"
+    if b"if not loop.last and '[BEGIN FINAL RESPONSE]' in asst_text" in src:
+        r.user_start, r.assistant_start = b"<|begin_user|>", b"<|begin_assistant|>"
+    if b"laguna_glm_thinking" in src:
+        r.start, r.end = trim(r.start), trim(r.end)
+        r.additional_stops.append("</assistant>")
+    return r
