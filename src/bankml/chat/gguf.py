@@ -12,13 +12,9 @@ Must not know: templates, requests; tokenization itself is bankml.tokenizer's.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import TokenizerError
 from ..models.gguf import GGUFHeader
-from ..tokenizer import Tokenizer
-from ..tokenizer._core import pieces_for_cache
-from ..tokenizer.vocab import _TYPE_ATTR
+from ..tokenizer import Tokenizer, token_piece
 from .errors import TemplateNotReproduced
 
 
@@ -80,9 +76,7 @@ def _facts_from_keys(header) -> dict:
         if tid is None or not 0 <= tid < len(tokens):
             return ""
         ttype = int(types[tid]) if types is not None else 1
-        attrs = np.array([_TYPE_ATTR.get(ttype, 0)], dtype=np.int32)
-        piece = pieces_for_cache([tokens[tid].encode("utf-8", "surrogateescape")], attrs, model == "llama")[0]
-        return piece.decode("utf-8", "surrogateescape")
+        return token_piece(tokens[tid], ttype, model == "llama").decode("utf-8", "surrogateescape")
     return {"bos_text": text("tokenizer.ggml.bos_token_id"), "eos_text": text("tokenizer.ggml.eos_token_id"),
             "add_bos": bool(header.get("tokenizer.ggml.add_bos_token")),
             "add_eos": bool(header.get("tokenizer.ggml.add_eos_token", False))}

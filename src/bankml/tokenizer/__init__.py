@@ -17,7 +17,7 @@ _unicode.load_tables(_resources.files(__name__).joinpath("unicode_tables.bin").r
 
 from .tokenizer import Tokenizer, to_bytes  # noqa: E402
 from .vocab import (ATTR_BYTE, ATTR_CONTROL, ATTR_LSTRIP, ATTR_NORMAL, ATTR_RSTRIP, ATTR_UNDEFINED,  # noqa: E402
-                    ATTR_UNKNOWN, ATTR_UNUSED, ATTR_USER_DEFINED, Vocab, load_vocab)
+                    ATTR_UNKNOWN, ATTR_UNUSED, ATTR_USER_DEFINED, Vocab, load_vocab, token_piece)
 
-__all__ = ["Tokenizer", "Vocab", "load_vocab", "to_bytes", "ATTR_UNDEFINED", "ATTR_UNKNOWN", "ATTR_UNUSED",
+__all__ = ["Tokenizer", "Vocab", "load_vocab", "to_bytes", "token_piece", "ATTR_UNDEFINED", "ATTR_UNKNOWN", "ATTR_UNUSED",
            "ATTR_NORMAL", "ATTR_CONTROL", "ATTR_USER_DEFINED", "ATTR_BYTE", "ATTR_LSTRIP", "ATTR_RSTRIP"]

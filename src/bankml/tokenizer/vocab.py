@@ -44,6 +44,15 @@ ATTR_SINGLE_WORD = 1 << 9
 _TYPE_ATTR = {0: ATTR_UNDEFINED, 1: ATTR_NORMAL, 2: ATTR_UNKNOWN, 3: ATTR_CONTROL, 4: ATTR_USER_DEFINED,
               5: ATTR_UNUSED, 6: ATTR_BYTE}
 
+
+
+def token_piece(text: str, token_type: int, unescape_spaces: bool) -> bytes:
+    """One token's piece as llama.cpp caches it at load (token_to_piece, special=true), from its text and GGUF
+    token type alone, with no vocabulary loaded; unescape_spaces: U+2581 is a space (SentencePiece)."""
+    attrs = np.array([_TYPE_ATTR.get(int(token_type), 0)], dtype=np.int32)
+    return pieces_for_cache([text.encode("utf-8", "surrogateescape")], attrs, unescape_spaces)[0]
+
+
 # pre-tokenizer types whose regexes bankml implements, as _pretok steps
 _S = _pretok.STEPS
 _STEPS = {
