@@ -6,9 +6,10 @@
             ...
         eng.completion({"prompt": "..."}) ; eng.completions({...})         # /completion and /v1/completions
 
-Each call goes through the same request step, worker thread, slots and response shapes as the HTTP routes
-(bankml.server.api.completion, in the response families of bankml.server.api.families), so `chat()` returns the object /v1/chat/completions would answer (its created,
-id and timings are this call's). A refusal raises EngineError carrying llama-server's status and error body.
+Each call goes through the same request step, worker thread, slots and response families as the HTTP routes
+(bankml.server.api.completion, bankml.server.api.families), so `chat()` returns the object /v1/chat/completions
+would answer (its created, id and timings are this call's). A refusal raises EngineError (a
+bankml.server.http.Refusal) carrying llama-server's status and error body.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class Engine:
             if isinstance(ev, Error):
                 for t in tasks:
                     t.cancelled.set()
-                raise EngineError.of(ev.refusal)
+                raise EngineError.of(ev)
             if isinstance(ev, Final):
                 finals[i] = ev
         return reply.merge([reply.final(i, finals[i]) for i in range(len(tasks))])
@@ -100,7 +101,7 @@ class Engine:
             while n_final < len(tasks):
                 i, ev = events.get()
                 if isinstance(ev, Error):
-                    raise EngineError.of(ev.refusal)
+                    raise EngineError.of(ev)
                 yield from reply.chunks(i, ev)
                 if isinstance(ev, Final):
                     n_final += 1

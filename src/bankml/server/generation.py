@@ -7,7 +7,7 @@ run it (tools/server/server-context.cpp), and the worker thread that runs tasks 
 
 Events (`emit`): Begin() when prompt processing starts (a stream's headers go out then), Progress(...) with
 return_progress, Token(...) per processed token (what a stream chunk carries), Final(...) at the end, or
-Error(refusal) instead (a bankml.server.http.Refusal: status, message, type, extra fields). A task whose
+Error(status, message, type, **extra) instead (a bankml.server.http.Refusal). A task whose
 `cancelled` flag is set (client gone) stops before its next decode and frees the slot; the KV it computed stays
 cached. This module knows no response family: bankml.server.api.families turns the events into JSON.
 
@@ -96,26 +96,8 @@ class Final:
     prompt: bytes          # the prompt detokenized with specials
 
 
-@dataclass
-class Error:
-    """The task is refused (bankml.server.http.Refusal: status, message, type, extra fields)."""
-    refusal: Refusal
-
-    @property
-    def status(self) -> int:
-        return self.refusal.status
-
-    @property
-    def message(self) -> str:
-        return self.refusal.message
-
-    @property
-    def type(self) -> str:
-        return self.refusal.type
-
-    @property
-    def extra(self) -> dict:
-        return self.refusal.extra
+class Error(Refusal):
+    """The task is refused: the event is the bankml.server.http.Refusal itself (status, message, type, extra)."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -322,7 +304,7 @@ def run_completion(ctx, task: CompletionTask) -> None:
             decode_step(ctx, live)
     except Exception as e:          # a bug: answer llama-server's 500 instead of hanging the client
         log.exception("generation failed")
-        last = Error(Refusal(500, str(e) or type(e).__name__, "server_error"))
+        last = Error(500, str(e) or type(e).__name__, "server_error")
     finally:
         # what is still running: an error, a cancel, or an empty prompt's answer (sent on the first of them)
         for j, r in enumerate([r for r in runs if not r.done]):
@@ -338,7 +320,7 @@ def launch_slots(ctx, task: CompletionTask) -> list[_Run] | None:
     group = [task] + list(task.children)
     slot = pool.select(tokens, task.params.id_slot)
     if any(not 0 <= t < tk.n_vocab for t in tokens):
-        task.emit(Error(Refusal(400, "Prompt contains invalid tokens", "invalid_request_error")))
+        task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
         return None
     slots = [slot] + free_slots(pool, len(group) - 1, slot)
     samplers = {}
@@ -349,7 +331,7 @@ def launch_slots(ctx, task: CompletionTask) -> list[_Run] | None:
             msg = getattr(e, "message", None) or str(e)
             if not msg.startswith("Failed to initialize samplers"):
                 msg = "Failed to initialize samplers: " + msg
-            task.emit(Error(Refusal(400, msg, "invalid_request_error")))
+            task.emit(Error(400, msg, "invalid_request_error"))
             return None
     runs = [_Run(ctx, s, t, samplers[id(t)]) for s, t in zip(slots, group)]
     for r in runs:
@@ -376,9 +358,9 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
     if P == 0:
         return False, run.final()
     if P >= slot.n_ctx:
-        return False, Error(Refusal(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} "
+        return False, Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} "
                                          "tokens), try increasing it", "exceed_context_size_error",
-                                    n_prompt_tokens=P, n_ctx=slot.n_ctx))
+                                    n_prompt_tokens=P, n_ctx=slot.n_ctx)
     n_past = common_prefix(slot.tokens, tokens) if params.cache_prompt else 0
     if n_past == P and n_past > 0:
         n_past -= 1

@@ -287,7 +287,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
             if isinstance(ev, Error):
                 cancel()
                 _log(request, ev.status, t0)
-                return ev.refusal.response()
+                return ev.response()
             if isinstance(ev, Final):
                 finals[i] = ev
         state["stopped"] = True
@@ -300,7 +300,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
     if isinstance(first[1], Error):
         cancel()
         _log(request, first[1].status, t0)
-        return first[1].refusal.response()
+        return first[1].response()
     framing = prep.family.framing
     keep_alive = framing.ping()
     ping = ctx.cfg.sse_ping_interval if keep_alive is not None else 0
@@ -320,7 +320,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
                         yield keep_alive
                         continue
                 if isinstance(ev, Error):
-                    yield framing.error(ev.refusal)
+                    yield framing.error(ev)
                     return
                 for c in reply.chunks(i, ev):
                     yield framing.chunk(c)
