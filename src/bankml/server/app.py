@@ -7,8 +7,8 @@
 The model is loaded (and verified) and the worker thread started in the app's lifespan, which runs before any
 connection is served (bankml-serve enters it before it starts listening), so the app answers at once once it
 answers at all; a request that reaches it before (an ASGI server without lifespan) gets llama-server's 503
-"Loading model". Routes: bankml.server.api.info
-(/health, /props, /models), tokenize_api, template_api, completion_api (/completion, /v1/completions,
+"Loading model". Routes: bankml.server.api.info (/health, /props, /models), tokenize_api, template_api,
+completion_api (the rows of bankml.server.api.families.TABLE: /completion, /v1/completions,
 /v1/chat/completions), slots_api (/slots, /metrics), stream_sessions (/v1/stream, /v1/streams/lookup). Unknown
 paths and wrong methods answer llama-server's 404; an exception a handler did not turn into llama-server's answer
 becomes its 500 body (ex_wrapper), never a traceback. bankml.server.http.LlamaHTTP adds the headers, CORS, the API
@@ -121,9 +121,7 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
 
     app = Starlette(routes=_routes(), lifespan=lifespan, exception_handlers={
         404: not_found, 405: not_found, Refusal: _refused, BankmlError: _refusal, Exception: _server_error})
-    app.state.ctx = None
-    if ctx is not None:
-        _attach(app, ctx)
+    app.state.ctx = None                 # until the lifespan ran: llama-server's 503 "Loading model"
     app.state.streams = StreamSessions()
     app.state.parse_json = nljson.loads
     app.state.parse_json_body = _json_error

@@ -75,7 +75,7 @@ def _subprompt(tok, p) -> list[int]:
             raise Refusal(400, "Multimodal data provided, but model does not support multimodal requests.")
         return _tokenize_mixed(tok, p["prompt_string"])
     raise Refusal(400, "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
-                              "prompt string, or a list of mixed strings & tokens.")
+                       "prompt string, or a list of mixed strings & tokens.")
 
 
 def tokenize_prompts(tok, prompt) -> list[list[int]]:
@@ -147,25 +147,24 @@ def with_children(ctx, inputs, params):
     """n_cmpl > 1: each prompt's task gets n_cmpl - 1 children (server_task::add_child): the same prompt and
     fields, id_slot -1, the seed + 1, + 2, ... unless it is the default (random) one; results are indexed parent
     first, then its children, prompt after prompt. Refused (501) where bankml's per-slot caches cannot be
-    llama-server's cells: weights the engine says it cannot (Model.supports_multi_choice), a unified KV cache (the sequences share one pool
-    and its cell order), several prompts
-    whose groups fit the slots together (llama-server decodes them side by side; bankml runs one request's tasks
+    llama-server's cells: weights the engine says it cannot (Model.supports_multi_choice), a unified KV cache (the
+    sequences share one pool and its cell order), several prompts whose groups fit the slots together (llama-server decodes them side by side; bankml runs one request's tasks
     one after the other), and an empty prompt (llama-server answers the parent, the children wait forever)."""
     import copy
     from ...sampling.params import DEFAULT_SEED
     if ctx.kv_unified:
         raise Refusal(501, "n > 1 (several choices) with a unified KV cache (-kvu, or -np auto) is not "
-                                  "reproduced by bankml yet", "not_supported_error")
+                           "reproduced by bankml yet", "not_supported_error")
     if not ctx.model.supports_multi_choice:
         other = ctx.model.multi_choice_blockers
         raise Refusal(501, f"n > 1 (several choices) with {', '.join(other)} weights is not reproduced by "
-                                  "bankml yet", "not_supported_error")
+                           "bankml yet", "not_supported_error")
     if len(inputs) > 1 and 2 * params[0].n_cmpl <= ctx.n_slots:
         raise Refusal(501, "n > 1 (several choices) for several prompts whose choices run at the same time "
-                                  "is not reproduced by bankml yet", "not_supported_error")
+                           "is not reproduced by bankml yet", "not_supported_error")
     if any(not t for t in inputs):
         raise Refusal(501, "n > 1 (several choices) with an empty prompt is not reproduced by bankml yet",
-                             "not_supported_error")
+                      "not_supported_error")
     out_inputs, out_params, groups = [], [], []
     for tokens, p in zip(inputs, params):
         group = [len(out_inputs)]
