@@ -25,7 +25,8 @@ def test_framings():
     sse = SSE(done=False)
     assert sse.chunk({"a": "é", "b": 1}) == 'data: {"a":"é","b":1}\n\n'.encode()
     assert sse.ping() == b":\n\n"
-    assert sse.error(Refusal(400, "bad")) == b'data: {"error":{"code":400,"message":"bad","type":"invalid_request_error"}}\n\n'
+    assert sse.chunk(COMPLETION.refused(Refusal(400, "bad"))) == \
+        b'data: {"error":{"code":400,"message":"bad","type":"invalid_request_error"}}\n\n'
     assert sse.headers == {"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
 
 

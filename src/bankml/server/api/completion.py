@@ -242,7 +242,7 @@ async def _run(request: Request, family: Family) -> Response:
     except Refusal as e:
         evict()
         _log(request, e.status, t0)
-        return e.response()
+        return json_response(family.refused(e), e.status)
     try:
         return await _answer(request, ctx, prep, t0, opened[0] if opened else None)
     finally:
@@ -286,7 +286,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
             if isinstance(ev, Error):
                 cancel()
                 _log(request, ev.status, t0)
-                return ev.response()
+                return json_response(prep.family.refused(ev), ev.status)
             if isinstance(ev, Final):
                 finals[i] = ev
         state["stopped"] = True
@@ -299,7 +299,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
     if isinstance(first[1], Error):
         cancel()
         _log(request, first[1].status, t0)
-        return first[1].response()
+        return json_response(prep.family.refused(first[1]), first[1].status)
     framing = prep.family.framing
     keep_alive = framing.ping()
     ping = ctx.cfg.sse_ping_interval if keep_alive is not None else 0
@@ -319,7 +319,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
                         yield keep_alive
                         continue
                 if isinstance(ev, Error):
-                    yield framing.error(ev)
+                    yield framing.chunk(prep.family.refused(ev))
                     return
                 for c in reply.chunks(i, ev):
                     yield framing.chunk(c)

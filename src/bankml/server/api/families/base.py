@@ -25,15 +25,13 @@ FLT_LOWEST = -3.4028234663852886e38
 # --- framings --------------------------------------------------------------------------------------------------
 
 class Framing:
-    """How a stream's chunks go on the wire: each chunk's bytes, an error after the stream opened, the keep-alive
-    while nothing comes (None: none), the end marker, and the response headers."""
+    """How a stream's chunks go on the wire: each chunk's bytes (an error after the stream opened is a chunk of
+    the family's error object), the keep-alive while nothing comes (None: none), the end marker, and the response
+    headers."""
 
     headers: dict = {}
 
     def chunk(self, obj) -> bytes:
-        raise NotImplementedError
-
-    def error(self, refusal: Refusal) -> bytes:
         raise NotImplementedError
 
     def ping(self) -> bytes | None:
@@ -45,7 +43,7 @@ class Framing:
 
 class SSE(Framing):
     """Server-sent events as llama-server writes them (server_sent_event, tools/server/server-common.cpp):
-    `data: <json>\\n\\n` per chunk, an error as `data: {"error": {...}}`, a `:` comment as the keep-alive
+    `data: <json>\\n\\n` per chunk (an error too: `data: {"error": {...}}`), a `:` comment as the keep-alive
     (every --sse-ping-interval seconds), and, with `done`, `data: [DONE]` at the end (the OpenAI shapes)."""
 
     # no "; charset=..." (Starlette would add one to a media type)
@@ -56,9 +54,6 @@ class SSE(Framing):
 
     def chunk(self, obj) -> bytes:
         return b"data: " + dumps(obj) + b"\n\n"
-
-    def error(self, refusal: Refusal) -> bytes:
-        return self.chunk({"error": refusal.json()["error"]})
 
     def ping(self) -> bytes:
         return b":\n\n"
@@ -88,6 +83,11 @@ class Family:
         """The family's own request step before the prompt is read (raises Refusal); by default the body is
         the request."""
         return FamilyRequest(body)
+
+    def refused(self, refusal: Refusal) -> dict:
+        """The error object this API answers a refusal with, before or during a stream: llama-server's
+        (Refusal.json()) for every family so far."""
+        return refusal.json()
 
     def state(self, prep):
         """Per-task state that lives as long as the request (the chat parser's), None by default."""
