@@ -17,15 +17,29 @@ def ctx(smollm2_path):
     from bankml.server.flags import parse_flags
     c = ServerContext.load(parse_flags(["-m", str(smollm2_path), "-c", "4096", "-np", "1"]))
     yield c
+    _close_client()
     c.close()
 
 
+_open: list[TestClient] = []
+
+
+def _close_client() -> None:
+    while _open:
+        _open.pop().__exit__(None, None, None)
+
+
 def _client(ctx, *flags):
+    # entered, so that the app's lifespan runs (it starts the worker); the previous client is left first
     from bankml.server.flags import parse_flags
+    _close_client()
     cfg = parse_flags(["-m", ctx.path, "-c", "4096", "-np", "1", *flags])
     ctx.cfg = cfg
     ctx.meta = model_meta(cfg, ctx.path, ctx.header, ctx.tokenizer)
-    return TestClient(build_app(ctx=ctx), raise_server_exceptions=False)
+    c = TestClient(build_app(ctx=ctx), raise_server_exceptions=False)
+    c.__enter__()
+    _open.append(c)
+    return c
 
 
 def test_health_and_headers(ctx):

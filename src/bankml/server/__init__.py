@@ -2,9 +2,8 @@
 
   app, http, cli, flags     the Starlette app, llama-server's HTTP behaviour, the command and its flags
   context                   the loaded model and the facts /props reports
-  api/                      the inference routes (one module a route family) and their response families
+  api/                      the inference routes (one module a route family); api/families: the response families
   agent/                    the built-in tools and the CORS proxy
   generation, slots         the worker thread, the generation loop, slots and the prompt cache
-  shapes                    llama-server's JSON objects for each response family
   engine_api                bankml.Engine: the same answers in-process
 """

@@ -1,11 +1,14 @@
 """bankml-serve's Starlette app: llama-server b11192's routes over one loaded model.
 
-    app = build_app(["-m", path, "-c", "4096", "-np", "1"])   # llama-server's flags; loads the model now
-    app = build_app(ctx=ServerContext.load(cfg))              # or from a loaded context
+    app = build_app(["-m", path, "-c", "4096", "-np", "1"])   # llama-server's flags; nothing loaded yet
+    app = build_app(ctx=ServerContext.load(cfg))              # or over a loaded context
+    with TestClient(app) as c: ...                            # the lifespan runs: load, slots, worker thread
 
-The model is loaded (and verified) before the app is returned, so the app answers at once (llama-server's
-503 "Loading model" window is the time before `bankml-serve` starts listening). Routes: bankml.server.api.info
-(/health, /props, /models), tokenize_api, template_api, completion_api (/completion, /v1/completions,
+The model is loaded (and verified) and the worker thread started in the app's lifespan, which runs before any
+connection is served (bankml-serve enters it before it starts listening), so the app answers at once once it
+answers at all; a request that reaches it before (an ASGI server without lifespan) gets llama-server's 503
+"Loading model". Routes: bankml.server.api.info (/health, /props, /models), tokenize_api, template_api,
+completion_api (the rows of bankml.server.api.families.TABLE: /completion, /v1/completions,
 /v1/chat/completions), slots_api (/slots, /metrics), stream_sessions (/v1/stream, /v1/streams/lookup). Unknown
 paths and wrong methods answer llama-server's 404; an exception a handler did not turn into llama-server's answer
 becomes its 500 body (ex_wrapper), never a traceback. bankml.server.http.LlamaHTTP adds the headers, CORS, the API
@@ -14,6 +17,7 @@ key check and the body limit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from starlette.applications import Starlette
@@ -26,7 +30,7 @@ from ..errors import BankmlError
 from .api import info as info_api, template as template_api, tokenize as tokenize_api
 from .context import ServerContext
 from .flags import ServerConfig, parse_flags
-from .http import LlamaHTTP, error_response, not_found
+from .http import LlamaHTTP, Refusal, error_response, not_found
 
 log = logging.getLogger("bankml.server")
 
@@ -34,6 +38,10 @@ log = logging.getLogger("bankml.server")
 async def _server_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s", request.url.path)
     return error_response(str(exc) or type(exc).__name__, 500)
+
+
+async def _refused(request: Request, exc: Refusal) -> Response:
+    return exc.response()
 
 
 async def _refusal(request: Request, exc: BankmlError) -> Response:
@@ -91,24 +99,39 @@ def _json_error(raw: bytes) -> Response:
 
 def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None,
               cfg: ServerConfig | None = None) -> Starlette:
-    """The app for llama-server-style `argv` (or a parsed `cfg`, or a loaded `ctx`)."""
+    """The app for llama-server-style `argv` (or a parsed `cfg`, or a loaded `ctx`). Nothing is loaded here: the
+    app's lifespan loads the model (unless `ctx` is given), starts the slots and the worker thread, and on
+    shutdown closes what it loaded (a given `ctx` stays its owner's to close)."""
     from .agent import tools
-    if ctx is None:
-        cfg = cfg if cfg is not None else parse_flags(list(argv or []))
-        tools.check(cfg.server_tools)        # llama-server sets its tools up before it loads the model
-        ctx = ServerContext.load(cfg)
-    tools.check(ctx.cfg.server_tools)
-    cfg = ctx.cfg
-    ctx.start()
-    app = Starlette(routes=_routes(), exception_handlers={
-        404: not_found, 405: not_found, BankmlError: _refusal, Exception: _server_error})
-    app.state.ctx = ctx
     from .api.stream_sessions import StreamSessions
+    cfg = ctx.cfg if ctx is not None else (cfg if cfg is not None else parse_flags(list(argv or [])))
+    tools.check(cfg.server_tools)        # llama-server sets its tools up before it loads the model
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        owned = ctx is None
+        loaded = ServerContext.load(cfg) if owned else ctx
+        try:
+            loaded.start()
+            _attach(app, loaded)
+            yield
+        finally:
+            if owned:
+                loaded.close()
+
+    app = Starlette(routes=_routes(), lifespan=lifespan, exception_handlers={
+        404: not_found, 405: not_found, Refusal: _refused, BankmlError: _refusal, Exception: _server_error})
+    app.state.ctx = None                 # until the lifespan ran: llama-server's 503 "Loading model"
     app.state.streams = StreamSessions()
+    app.state.parse_json = nljson.loads
+    app.state.parse_json_body = _json_error
+    app.add_middleware(LlamaHTTP, cfg=cfg, ready=lambda: app.state.ctx is not None)
+    return app
+
+
+def _attach(app: Starlette, ctx: ServerContext) -> None:
+    """What the routes read from app.state once the context is there."""
+    app.state.ctx = ctx
     app.state.tokenizer = ctx.tokenizer
     app.state.template = ctx.templates
     app.state.chat_options = ctx.chat_options
-    app.state.parse_json = nljson.loads
-    app.state.parse_json_body = _json_error
-    app.add_middleware(LlamaHTTP, cfg=cfg)
-    return app

@@ -13,6 +13,7 @@ refused command line.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -110,6 +111,32 @@ def _setup_logging(cfg) -> None:
                         stream=sys.stderr)
 
 
+async def _serve(app, cfg, server) -> int:
+    """The app's lifespan (the model loads, the worker starts), then the listeners, then uvicorn until a signal.
+    bankml-serve enters the lifespan itself, before it binds, so that a model that cannot load is one line and
+    exit 1 (uvicorn would log a traceback) and no connection waits on a server that will not come up."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(app.router.lifespan_context(app))
+        except BankmlError as e:
+            print(f"bankml-serve: cannot serve the model: {e}", file=sys.stderr)
+            return 1
+        ctx = app.state.ctx
+        try:
+            sockets, addresses = bind(cfg.hostnames, cfg.port)
+        except BindError as e:
+            print(f"bankml-serve: {e}", file=sys.stderr)
+            return 1
+        stack.callback(lambda: [sock.close() for sock in sockets])
+        for address in addresses:
+            print(f"bankml-serve: {ctx.meta.name} ({ctx.n_slots} slot{'s' if ctx.n_slots != 1 else ''}, "
+                  f"n_ctx_slot {ctx.n_ctx_slot}) listening on {address}", file=sys.stderr, flush=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, server.stop_on_signal)
+        await server.serve(sockets=sockets)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -136,28 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     except BankmlError as e:
         print(f"bankml-serve: cannot serve the model: {e}", file=sys.stderr)
         return 1
-    ctx = app.state.ctx
-    try:
-        sockets, addresses = bind(cfg.hostnames, cfg.port)
-    except BindError as e:
-        ctx.close()
-        print(f"bankml-serve: {e}", file=sys.stderr)
-        return 1
-    for address in addresses:
-        print(f"bankml-serve: {ctx.meta.name} ({ctx.n_slots} slot{'s' if ctx.n_slots != 1 else ''}, "
-              f"n_ctx_slot {ctx.n_ctx_slot}) listening on {address}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False,
                             server_header=False, date_header=False, timeout_keep_alive=5,
                             limit_concurrency=None, lifespan="off")
     server = _Server(config)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, server.stop_on_signal)
-    try:
-        server.run(sockets=sockets)
-    finally:
-        for sock in sockets:
-            sock.close()
-        ctx.close()
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        code = runner.run(_serve(app, cfg, server))
+    if code:
+        return code
     print("bankml-serve: stopped", file=sys.stderr, flush=True)
     return 0
 

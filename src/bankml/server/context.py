@@ -18,8 +18,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from .. import sampling
 from ..engine import pad_ctx
-from ..errors import BankmlError
+from .http import Refusal
 
 log = logging.getLogger("bankml.server")
 
@@ -109,12 +110,10 @@ class ServerContext:
             marker = "<__media_" + random_string(32) + "__>"
         self.media_marker = marker
         self.sampling_defaults = _sampling_defaults(cfg, header, tokenizer)
+        self._base_gp = None         # base_generation_prompt(), once asked
 
     def default_params_json(self) -> dict:
         """task_params::to_json(true) of the server's defaults (/props default_generation_settings.params)."""
-        if self.sampling_defaults is None:
-            raise ServerRefusal("generation settings are not reproduced yet: bankml.sampling is missing")
-        from .. import sampling
         body = sampling.from_request({}, self.sampling_defaults, self.tokenizer).to_json(True)
         # get_res_props serialises a fresh task_params (only its sampling part is the server's): its
         # reasoning_format is the struct's default, "none", not the request default "deepseek"
@@ -152,7 +151,7 @@ class ServerContext:
 
     def base_generation_prompt(self) -> str:
         """The generation prompt of a plain conversation (the assistant header the chat parser consumes)."""
-        if getattr(self, "_base_gp", None) is None:
+        if self._base_gp is None:
             from ..chat.request import parse_chat_request
             req = parse_chat_request({"messages": [{"role": "user", "content": "x"}]}, self.templates,
                                      self.chat_options)
@@ -174,11 +173,7 @@ class ServerContext:
 
 
 def _sampling_defaults(cfg, header, tok):
-    """bankml.sampling's Defaults with the command line's sampling flags, or None when that module is absent."""
-    try:
-        from .. import sampling
-    except ImportError:
-        return None
+    """bankml.sampling's Defaults with the command line's sampling flags."""
     return sampling.Defaults.from_gguf(header, tok.n_vocab, tok.eog_ids, n_predict=cfg.n_predict,
                                        n_parallel=max(cfg.n_parallel, 1) if cfg.n_parallel > 0 else 4,
                                        sse_ping_interval=cfg.sse_ping_interval, verbosity=cfg.log_verbosity,
@@ -199,11 +194,12 @@ def _templates(cfg, header):
         if override is not None and cfg.use_jinja:
             templates.startup_check()
     except TemplateError as e:
-        raise ServerRefusal(f"the chat template cannot be used: {e.message}") from None
+        raise _not_served(f"the chat template cannot be used: {e.message}") from None
     if not cfg.use_jinja and cfg.log_verbosity >= 4 and not verify(templates.source()):
-        raise ServerRefusal("chat template parsing error: this custom template is not supported, try using --jinja")
+        raise _not_served("chat template parsing error: this custom template is not supported, try using --jinja")
     return templates
 
 
-class ServerRefusal(BankmlError):
-    """A server setting bankml cannot reproduce."""
+def _not_served(message: str) -> Refusal:
+    """A server setting bankml cannot serve (bankml-serve exits 1 with the message)."""
+    return Refusal(501, message, "not_supported_error")

@@ -6,26 +6,41 @@
             ...
         eng.completion({"prompt": "..."}) ; eng.completions({...})         # /completion and /v1/completions
 
-Each call goes through the same request step, worker thread, slots and response shapes as the HTTP routes
-(bankml.server.api.completion), so `chat()` returns the object /v1/chat/completions would answer (its created,
-id and timings are this call's). A refusal raises EngineError carrying llama-server's status and error body.
+Each call goes through the same request step, worker thread, slots and response families as the HTTP routes
+(bankml.server.api.completion, bankml.server.api.families), so `chat()` returns the object /v1/chat/completions
+would answer (its created, id and timings are this call's). A refusal raises EngineError (a
+bankml.server.http.Refusal) carrying llama-server's status and error body.
 """
 
 from __future__ import annotations
 
 import queue
 
-from ..errors import BankmlError
+from .api import completion as api
+from .api.families import COMPLETION, OAI_CHAT, OAI_COMPLETIONS
+from .api.families.base import Family, Reply
 from .generation import Error, Final
+from .http import Refusal
 
 
-class EngineError(BankmlError):
-    """A request llama-server would refuse: `status` and `body` ({"error": {...}}) as the HTTP answer has them."""
+class EngineError(Refusal):
+    """A request llama-server would refuse: `status` and `body` ({"error": {...}}) as the HTTP answer has them
+    (a bankml.server.http.Refusal: `message`, `type` and `extra` too)."""
 
     def __init__(self, status: int, body: dict):
-        self.status = status
+        err = dict(body["error"])
+        message, etype = err.pop("message"), err.pop("type", None)
+        err.pop("code", None)
+        super().__init__(status, message, etype, **err)
         self.body = body
-        super().__init__(f"{status}: {body['error']['message']}")
+        self.args = (f"{status}: {message}",)
+
+    @classmethod
+    def of(cls, refusal: Refusal) -> "EngineError":
+        return cls(refusal.status, refusal.json())
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 class Engine:
@@ -37,61 +52,57 @@ class Engine:
 
     # -- requests
     def chat(self, body: dict) -> dict:
-        return self._answer(dict(body, stream=False), "chat")
+        return self._answer(dict(body, stream=False), OAI_CHAT)
 
     def chat_stream(self, body: dict):
-        return self._stream(dict(body, stream=True), "chat")
+        return self._stream(dict(body, stream=True), OAI_CHAT)
 
     def completion(self, body: dict):
-        return self._answer(dict(body, stream=False), "completion")
+        return self._answer(dict(body, stream=False), COMPLETION)
 
     def completion_stream(self, body: dict):
-        return self._stream(dict(body, stream=True), "completion")
+        return self._stream(dict(body, stream=True), COMPLETION)
 
     def completions(self, body: dict) -> dict:
-        return self._answer(dict(body, stream=False), "oai")
+        return self._answer(dict(body, stream=False), OAI_COMPLETIONS)
 
     def completions_stream(self, body: dict):
-        return self._stream(dict(body, stream=True), "oai")
+        return self._stream(dict(body, stream=True), OAI_COMPLETIONS)
 
     # -- plumbing
-    def _submit(self, body: dict, kind: str):
-        from .api import completion as api
+    def _submit(self, body: dict, family: Family):
         try:
-            prep = api.prepare(self.ctx, body, kind)
-        except api.RequestFailure as e:
-            from .http import error_body
-            raise EngineError(e.status, error_body(e.message, e.status, e.etype, **e.extra)) from None
+            prep = api.prepare(self.ctx, body, family)
+        except Refusal as e:
+            raise EngineError.of(e) from None
         events: queue.Queue = queue.Queue()
         tasks = api.make_tasks(self.ctx, prep, lambda i: (lambda ev: events.put((i, ev))))
         for t in api.parents(tasks, prep):
             self.ctx.worker.submit_completion(t)
-        return prep, tasks, events, api.Formatter(self.ctx, prep)
+        return tasks, events, Reply.start(family, self.ctx, prep)
 
-    def _answer(self, body: dict, kind: str):
-        from .api.completion import error_json
-        prep, tasks, events, fmt = self._submit(body, kind)
+    def _answer(self, body: dict, family: Family):
+        tasks, events, reply = self._submit(body, family)
         finals = {}
         while len(finals) < len(tasks):
             i, ev = events.get()
             if isinstance(ev, Error):
                 for t in tasks:
                     t.cancelled.set()
-                raise EngineError(ev.status, error_json(ev))
+                raise EngineError.of(ev)
             if isinstance(ev, Final):
                 finals[i] = ev
-        return fmt.merge([fmt.final(i, finals[i]) for i in range(len(tasks))])
+        return reply.merge([reply.final(i, finals[i]) for i in range(len(tasks))])
 
-    def _stream(self, body: dict, kind: str):
-        from .api.completion import error_json
-        prep, tasks, events, fmt = self._submit(body, kind)
+    def _stream(self, body: dict, family: Family):
+        tasks, events, reply = self._submit(body, family)
         n_final = 0
         try:
             while n_final < len(tasks):
                 i, ev = events.get()
                 if isinstance(ev, Error):
-                    raise EngineError(ev.status, error_json(ev))
-                yield from fmt.stream_chunks(i, ev)
+                    raise EngineError.of(ev)
+                yield from reply.chunks(i, ev)
                 if isinstance(ev, Final):
                     n_final += 1
         finally:

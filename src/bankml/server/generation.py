@@ -7,8 +7,9 @@ run it (tools/server/server-context.cpp), and the worker thread that runs tasks 
 
 Events (`emit`): Begin() when prompt processing starts (a stream's headers go out then), Progress(...) with
 return_progress, Token(...) per processed token (what a stream chunk carries), Final(...) at the end, or
-Error(status, message, type, extra) instead. A task whose `cancelled` flag is set (client gone) stops before its
-next decode and frees the slot; the KV it computed stays cached.
+Error(status, message, type, **extra) instead (a bankml.server.http.Refusal). A task whose
+`cancelled` flag is set (client gone) stops before its next decode and frees the slot; the KV it computed stays
+cached. This module knows no response family: bankml.server.api.families turns the events into JSON.
 
 Per task, in llama-server's order:
 1. slot choice (bankml.server.slots, with the RAM prompt cache), then cache_idle_slots;
@@ -31,6 +32,7 @@ import queue
 import threading
 from dataclasses import dataclass, field
 
+from .http import Refusal
 from .slots import SlotStats, time_us
 
 log = logging.getLogger("bankml.server")
@@ -94,12 +96,8 @@ class Final:
     prompt: bytes          # the prompt detokenized with specials
 
 
-@dataclass
-class Error:
-    status: int
-    message: str
-    type: str
-    extra: dict = field(default_factory=dict)
+class Error(Refusal):
+    """The task is refused: the event is the bankml.server.http.Refusal itself (status, message, type, extra)."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -149,9 +147,13 @@ def find_partial_stop(s: bytes, stop: bytes) -> int:
 class _Run:
     """One task's generation state on its slot (server_slot's per-task fields)."""
 
-    def __init__(self, ctx, slot, task):
+    def __init__(self, ctx, slot, task, sampler):
         self.ctx, self.slot, self.task = ctx, slot, task
         self.params = task.params
+        self.sampler = sampler          # the task's bankml.sampling.Sampler
+        self.done = False               # released (its last message sent)
+        self.logits = None              # the logits the next sample reads
+        self.next_tok = -1              # the token sampled this step, decoded next
         self.stop_words = [w.encode("utf-8", "surrogateescape") for w in (self.params.stop or [])]
         self.generated = b""
         self.generated_tokens: list[int] = []
@@ -278,19 +280,48 @@ def stream_runs(slot_ids: list[int]) -> list[bool]:
 
 def run_completion(ctx, task: CompletionTask) -> None:
     """One completion task and its n_cmpl - 1 children, start to end, on the worker thread
-    (launch_slots_with_parent_task, update_slots): the parent's slot evaluates the prompt, copy_state_to gives
-    each child slot the parent's cells, tokens and stats, then every step samples each live sequence in slot
-    order and decodes one token of each (one llama_decode)."""
-    from .slots import common_prefix
-    pool = ctx.slots
-    model, tk = ctx.model, ctx.tokenizer
-    params = task.params
-    tokens = list(task.tokens)
+    (launch_slots_with_parent_task, update_slots): launch_slots gives every task its slot and sampler,
+    evaluate_prompt decodes the prompt on the parent's slot, copy_to_children gives each child slot the parent's
+    cells, tokens and stats, then every step samples each live sequence in slot order (sample_step) and decodes one
+    token of each (decode_step: one llama_decode). The task's last message is sent once its slot and the metrics
+    are updated (/metrics after an answer sees its tokens)."""
+    runs = launch_slots(ctx, task)
+    if runs is None:
+        return
+    last = None
+    try:
+        go_on, last = evaluate_prompt(ctx, runs[0])
+        if not go_on:
+            return
+        copy_to_children(runs)
+        live = sorted(runs, key=lambda r: r.slot.id)
+        while True:
+            live = sample_step(ctx, live, len(runs) > 1)
+            if not live:
+                break
+            if task.cancelled.is_set():
+                return
+            decode_step(ctx, live)
+    except Exception as e:          # a bug: answer llama-server's 500 instead of hanging the client
+        log.exception("generation failed")
+        last = Error(500, str(e) or type(e).__name__, "server_error")
+    finally:
+        # what is still running: an error, a cancel, or an empty prompt's answer (sent on the first of them)
+        for j, r in enumerate([r for r in runs if not r.done]):
+            _release(ctx.slots, r, last if j == 0 else None, len(runs) > 1, finished=isinstance(last, Final))
+
+
+def launch_slots(ctx, task: CompletionTask) -> list[_Run] | None:
+    """launch_slots_with_parent_task: the parent's slot (slot choice and the prompt cache), the token check, the
+    children's slots (the first idle ones), every sampler (the children's first), then the slots are marked busy
+    and the idle ones cached. None when the task is refused (its Error is emitted)."""
+    pool, tk = ctx.slots, ctx.tokenizer
+    tokens = task.tokens
     group = [task] + list(task.children)
-    slot = pool.select(tokens, getattr(params, "id_slot", -1))
+    slot = pool.select(tokens, task.params.id_slot)
     if any(not 0 <= t < tk.n_vocab for t in tokens):
         task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
-        return
+        return None
     slots = [slot] + free_slots(pool, len(group) - 1, slot)
     samplers = {}
     for t in group[1:] + group[:1]:     # the children are launched first
@@ -301,112 +332,123 @@ def run_completion(ctx, task: CompletionTask) -> None:
             if not msg.startswith("Failed to initialize samplers"):
                 msg = "Failed to initialize samplers: " + msg
             task.emit(Error(400, msg, "invalid_request_error"))
-            return
-    runs = [_Run(ctx, s, t) for s, t in zip(slots, group)]
+            return None
+    runs = [_Run(ctx, s, t, samplers[id(t)]) for s, t in zip(slots, group)]
     for r in runs:
-        r.sampler = samplers[id(r.task)]
-        r.done = False
         r.slot.processing = True
         r.slot.id_task = r.task.id
-    run = runs[0]
-    stats = run.stats
     pool.cache_idle(slot)
     pool.n_processing += len(runs)
-    last = None     # the task's last message: sent once its slot and the metrics are updated (/metrics after an
-    try:            # answer sees its tokens)
-        stats.t_start = time_us()
-        pool.metrics.start()
-        worker = ctx.worker
-        worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
-        P = len(tokens)
-        if P == 0:
-            last = run.final()
-            return
-        if P >= slot.n_ctx:
-            last = (Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} "
-                                     "tokens), try increasing it", "exceed_context_size_error",
-                                {"n_prompt_tokens": P, "n_ctx": slot.n_ctx}))
-            return
-        n_past = common_prefix(slot.tokens, tokens) if params.cache_prompt else 0
-        if n_past == P and n_past > 0:
-            n_past -= 1
-        stats.n_prompt_cached = n_past
-        pool.metrics.prompt_cached(n_past)
-        slot.keep_first(n_past)
-        def progress():
-            # send_partial_response(is_progress): the slot's timings go along with timings_per_token
-            return Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000,
-                            stats.to_json() if params.timings_per_token else None)
+    return runs
 
-        if params.stream:
-            if params.return_progress:
-                task.emit(progress())
-            else:
-                task.emit(Begin())
-        n_batch = ctx.n_batch
-        first_batch = True
-        while len(slot.tokens) < P:
-            if task.cancelled.is_set():
-                return
-            if not first_batch:
-                worker.new_id()
-            first_batch = False
-            chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
-            model.decode(chunk, len(slot.tokens), cache=slot.cache)
-            slot.tokens.extend(chunk)
-            stats.n_prompt_processed += len(chunk)
-            stats.t_prompt_last = time_us()
-            pool.metrics.decoded(len(chunk), prompt=True)
-            if params.stream and params.return_progress:
-                task.emit(progress())
-        logits = model.logits()
-        if len(runs) > 1:
-            logits = logits.copy()
-            state = slot.cache.save()
-            for r in runs[1:]:      # copy_state_to: the parent's cells, tokens and stats
-                r.slot.cache.restore(state)
-                r.slot.tokens = list(slot.tokens)
-                r.stats.__dict__.update(stats.__dict__)
-        for r in runs:
-            r.sampler.begin(tokens)
-            r.logits = logits
-        preserved = getattr(params, "preserved_tokens", None) or ()
-        live = sorted(runs, key=lambda r: r.slot.id)
-        while True:
-            for r in live:
-                t = int(r.sampler.sample(r.logits))
-                r.sampler.accept(t)
-                now = time_us()
-                r.stats.n_gen += 1
-                if r.stats.n_gen == 1:
-                    r.stats.t_prompt_last = now
-                r.stats.t_gen_last = now
-                piece = tk.token_to_piece(t, t in preserved)
-                probs = r.task.probs(r.task, r.logits, r.sampler, t) if (params.n_probs > 0 and r.task.probs) \
-                    else None
-                r.next_tok = t
-                if not r.process_token(t, piece, probs):
-                    r.done = True
-                    _release(pool, r, r.final(), len(runs) > 1)
-            live = [r for r in live if not r.done]
-            if not live:
-                break
-            if task.cancelled.is_set():
-                return
+
+def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
+    """The parent's prompt on its slot: the timers start, the reused prefix (LCP with the slot's tokens; a fully
+    cached prompt recomputes its last token), then the rest in calls of at most n_batch tokens (a stream's Begin or
+    Progress events on the way). Returns (generation goes on, the task's last message so far): an empty prompt
+    answers at once, one that does not fit is exceed_context_size_error, a cancel stops between batches."""
+    from .slots import common_prefix
+    pool, model, worker = ctx.slots, ctx.model, ctx.worker
+    task, slot, stats, params = run.task, run.slot, run.stats, run.params
+    tokens = task.tokens
+    stats.t_start = time_us()
+    pool.metrics.start()
+    worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
+    P = len(tokens)
+    if P == 0:
+        return False, run.final()
+    if P >= slot.n_ctx:
+        return False, Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} "
+                                         "tokens), try increasing it", "exceed_context_size_error",
+                                    n_prompt_tokens=P, n_ctx=slot.n_ctx)
+    n_past = common_prefix(slot.tokens, tokens) if params.cache_prompt else 0
+    if n_past == P and n_past > 0:
+        n_past -= 1
+    stats.n_prompt_cached = n_past
+    pool.metrics.prompt_cached(n_past)
+    slot.keep_first(n_past)
+
+    def progress():
+        # send_partial_response(is_progress): the slot's timings go along with timings_per_token
+        return Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000,
+                        stats.to_json() if params.timings_per_token else None)
+
+    if params.stream:
+        if params.return_progress:
+            task.emit(progress())
+        else:
+            task.emit(Begin())
+    n_batch = ctx.n_batch
+    first_batch = True
+    while len(slot.tokens) < P:
+        if task.cancelled.is_set():
+            return False, None
+        if not first_batch:
             worker.new_id()
-            multi = stream_runs([r.slot.id for r in live])
-            for r, m in zip(live, multi):
-                model.decode([r.next_tok], len(r.slot.tokens), cache=r.slot.cache, multi_stream=m)
-                r.slot.tokens.append(r.next_tok)
-                r.logits = model.logits() if len(live) == 1 else model.logits().copy()
-            pool.metrics.decoded(len(live), prompt=False)
-    except Exception as e:          # a bug: answer llama-server's 500 instead of hanging the client
-        log.exception("generation failed")
-        last = Error(500, str(e) or type(e).__name__, "server_error")
-    finally:
-        # what is still running: an error, a cancel, or an empty prompt's answer (sent on the first of them)
-        for j, r in enumerate([r for r in runs if not r.done]):
-            _release(pool, r, last if j == 0 else None, len(runs) > 1, finished=isinstance(last, Final))
+        first_batch = False
+        chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
+        model.decode(chunk, len(slot.tokens), cache=slot.cache)
+        slot.tokens.extend(chunk)
+        stats.n_prompt_processed += len(chunk)
+        stats.t_prompt_last = time_us()
+        pool.metrics.decoded(len(chunk), prompt=True)
+        if params.stream and params.return_progress:
+            task.emit(progress())
+    run.logits = model.logits()
+    return True, None
+
+
+def copy_to_children(runs: list[_Run]) -> None:
+    """copy_state_to: each child slot gets the parent's cells, tokens and stats (and its logits); then every
+    sampler sees the prompt."""
+    parent = runs[0]
+    logits = parent.logits
+    prompt = list(parent.task.tokens)
+    if len(runs) > 1:
+        logits = logits.copy()
+        state = parent.slot.cache.save()
+        for r in runs[1:]:
+            r.slot.cache.restore(state)
+            r.slot.tokens = list(parent.slot.tokens)
+            r.stats.__dict__.update(parent.stats.__dict__)
+    for r in runs:
+        r.sampler.begin(prompt)
+        r.logits = logits
+
+
+def sample_step(ctx, live: list[_Run], grouped: bool) -> list[_Run]:
+    """One step's sampling, sequence after sequence in slot order: sample, accept, the timers, the piece, the
+    probabilities, process_token; a sequence that stops is released (its Final sent). Returns the live ones."""
+    tk = ctx.tokenizer
+    for r in live:
+        params = r.params
+        t = int(r.sampler.sample(r.logits))
+        r.sampler.accept(t)
+        now = time_us()
+        r.stats.n_gen += 1
+        if r.stats.n_gen == 1:
+            r.stats.t_prompt_last = now
+        r.stats.t_gen_last = now
+        piece = tk.token_to_piece(t, t in (params.preserved_tokens or ()))
+        probs = r.task.probs(r.task, r.logits, r.sampler, t) if (params.n_probs > 0 and r.task.probs) else None
+        r.next_tok = t
+        if not r.process_token(t, piece, probs):
+            r.done = True
+            _release(ctx.slots, r, r.final(), grouped)
+    return [r for r in live if not r.done]
+
+
+def decode_step(ctx, live: list[_Run]) -> None:
+    """One update_slots iteration's decode: each live sequence's next token at its position (one llama_decode
+    for all of them; neighbour slots share a ubatch, stream_runs), their logits, the metrics."""
+    model = ctx.model
+    ctx.worker.new_id()
+    multi = stream_runs([r.slot.id for r in live])
+    for r, m in zip(live, multi):
+        model.decode([r.next_tok], len(r.slot.tokens), cache=r.slot.cache, multi_stream=m)
+        r.slot.tokens.append(r.next_tok)
+        r.logits = model.logits() if len(live) == 1 else model.logits().copy()
+    ctx.slots.metrics.decoded(len(live), prompt=False)
 
 
 def _release(pool, r, last, grouped: bool, finished: bool = True) -> None:

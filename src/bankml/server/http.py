@@ -3,8 +3,12 @@
 - `json_response(obj, status)`: the body as llama-server writes it: compact, keys in insertion order
   (nlohmann::ordered_json), raw UTF-8, invalid UTF-8 replaced by U+FFFD (`safe_json_to_str` / dump_safe), doubles in
   nlohmann's shortest round-trip form (bankml.cxx.nljson.dump); `Content-Type: application/json; charset=utf-8`.
-- `error_response(message, type, status)`: `format_error_response` ({"error": {"code", "message", "type"}}), and
-  the router's own errors (`router_error`: key order message, type, code: 404 File Not Found, 401, 503).
+- `Refusal(status, message, type, **extra)`: every answer that refuses a request (bankml.server's one exception
+  for it: the request step raises it, the worker's Error event carries it, bankml.EngineError is one), and
+  `Refusal.json()`, the one place it becomes llama-server's `format_error_response` body
+  ({"error": {"code", "message", "type", ...extra}}; the type defaults by status as llama-server's error types do).
+  `error_body` / `error_response(message, status, type)` build one on the spot; the router's own errors
+  (`router_error`: key order message, type, code: 404 File Not Found, 401, 503) keep their own order.
 - `LlamaHTTP`: the ASGI middleware of cpp-httplib + llama-server's pre-routing handler: `Server: llama.cpp`,
   CORS (`--cors-origins` / credentials / methods / headers; OPTIONS answered at once), the API key check (public
   paths /health and /v1/health), 413 (empty body) past 100 MiB, `Connection: close` on status >= 400 and
@@ -18,6 +22,7 @@ from urllib.parse import urlsplit
 from starlette.responses import Response
 
 from ..cxx import nljson
+from ..errors import BankmlError
 
 #: cpp-httplib's CPPHTTPLIB_PAYLOAD_MAX_LENGTH as llama-server builds it
 PAYLOAD_MAX = 100 * 1024 * 1024
@@ -57,14 +62,33 @@ def json_response(obj, status: int = 200, headers: dict | None = None) -> Respon
     return Response(dumps(obj), status_code=status, media_type=JSON_TYPE, headers=headers)
 
 
+class Refusal(BankmlError):
+    """A request llama-server refuses: its HTTP status, message, error type (by default the status's) and any
+    extra fields of the error object (exceed_context_size_error's n_prompt_tokens, n_ctx)."""
+
+    def __init__(self, status: int, message: str, etype: str | None = None, **extra):
+        self.status = status
+        self.message = message
+        self.type = etype or ERROR_TYPES.get(status, "server_error")
+        self.extra = extra
+        super().__init__(message)
+
+    def json(self) -> dict:
+        """format_error_response: {"error": {"code", "message", "type", ...extra}}."""
+        err = {"code": self.status, "message": self.message, "type": self.type}
+        err.update(self.extra)
+        return {"error": err}
+
+    def response(self) -> Response:
+        return json_response(self.json(), self.status)
+
+
 def error_body(message: str, status: int = 500, etype: str | None = None, **extra) -> dict:
-    err = {"code": status, "message": message, "type": etype or ERROR_TYPES.get(status, "server_error")}
-    err.update(extra)
-    return {"error": err}
+    return Refusal(status, message, etype, **extra).json()
 
 
 def error_response(message: str, status: int = 500, etype: str | None = None, **extra) -> Response:
-    return json_response(error_body(message, status, etype, **extra), status)
+    return Refusal(status, message, etype, **extra).response()
 
 
 def feature_disabled() -> Response:

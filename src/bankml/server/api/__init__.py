@@ -1,6 +1,7 @@
 """The inference API's routes, one module a route family; each exports `routes` (a list of Starlette routes).
 
-  completion       /completion, /v1/completions, /v1/chat/completions over the response families
+  completion       the generation routes: one per (paths, family) of families.TABLE
+  families         the response families (llama /completion, OpenAI completions, OpenAI chat) and TABLE
   info             /health, /props, /models, /v1/models
   tokenize         /tokenize, /detokenize
   template         /apply-template, /chat/completions/input_tokens

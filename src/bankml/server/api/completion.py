@@ -1,20 +1,22 @@
-"""POST /completion (/completions), /v1/completions, /v1/chat/completions (/chat/completions): llama-server's
-handle_completions_impl (server-context.cpp) over bankml.server.generation.
+"""The generation routes: llama-server's handle_completions_impl (server-context.cpp) over
+bankml.server.generation, one route per (paths, family) row of bankml.server.api.families.TABLE.
 
-    prepared = prepare(ctx, body, kind)     # kind: "completion" | "oai" | "chat"; raises RequestFailure
-    ...                                     # tasks go to ctx.worker; events come back on an asyncio queue
+    prepared = prepare(ctx, body, family)   # family: a families.base.Family; raises bankml.server.http.Refusal
+    tasks = make_tasks(ctx, prepared, emit_for); parents(tasks, prepared) go to ctx.worker
+    reply = Reply.start(family, ctx, prepared)    # the family's JSON for the events that come back
 
-The order of llama-server's checks: the body is parsed (nlohmann's errors: 500), the chat step
-(bankml.chat.request: its statuses), then, for every prompt, tokenization (`prompt` as a string, token ids, a
-mixed array, {"prompt_string": ...}, or an array of those: one task each) and the request fields
+The order of llama-server's checks: the body is parsed (nlohmann's errors: 500), the family's request step (the
+chat step, bankml.chat.request: its statuses), then, for every prompt, tokenization (`prompt` as a string, token
+ids, a mixed array, {"prompt_string": ...}, or an array of those: one task each) and the request fields
 (bankml.sampling.from_request): any failure here is a 400 with the exception's text. Then the worker: slot choice,
 "Prompt contains invalid tokens", "Failed to initialize samplers: ...", the context check, generation.
 
-Non-stream: the answer once every task is final (an array for several /completion prompts, merged choices for
-the OpenAI shapes); the socket is polled every second, a closed one cancels the tasks. Stream: the first event
-decides: an error is a plain JSON answer, anything else opens the SSE stream (`data: <json>\\n\\n` per chunk,
-`data: [DONE]` for the OpenAI shapes; a `:` comment every --sse-ping-interval seconds while waiting); a client
-that goes away cancels the generation before its next token.
+Non-stream: the answer once every task is final (the family merges several results: an array for several
+/completion prompts, merged choices for the OpenAI shapes); the socket is polled every second, a closed one
+cancels the tasks. Stream: the first event decides: an error is a plain JSON answer, anything else opens the
+stream in the family's framing (SSE: `data: <json>\\n\\n` per chunk, `data: [DONE]` for the OpenAI shapes; its
+keep-alive every --sse-ping-interval seconds while waiting); a client that goes away cancels the generation
+before its next token. This module knows no family's JSON; bankml.server.engine_api uses the same request step.
 """
 
 from __future__ import annotations
@@ -22,29 +24,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from ... import sampling
 from ...cxx import nljson
-from .. import shapes
-from ..generation import Begin, CompletionTask, Error, Final, Progress, Token
-from ..http import dumps, error_response, json_response
+from ..generation import CompletionTask, Error, Final
+from ..http import Refusal, json_response
+from .families import TABLE
+from .families.base import Family, Reply, completion_id
 from .stream_sessions import conv_id_from_headers, tee
 
 log = logging.getLogger("bankml.server")
-
-
-class RequestFailure(Exception):
-    """An answer before any task runs: status, message, type."""
-
-    def __init__(self, status: int, message: str, etype: str | None = None, **extra):
-        self.status, self.message, self.etype, self.extra = status, message, etype, extra
-        super().__init__(message)
-
-    def response(self) -> Response:
-        return error_response(self.message, self.status, self.etype, **self.extra)
 
 
 # --- prompts -------------------------------------------------------------------------------------------------
@@ -78,10 +72,10 @@ def _subprompt(tok, p) -> list[int]:
         return [to_int32(e) for e in p]
     if isinstance(p, dict) and "prompt_string" in p:
         if "multimodal_data" in p:
-            raise RequestFailure(400, "Multimodal data provided, but model does not support multimodal requests.")
+            raise Refusal(400, "Multimodal data provided, but model does not support multimodal requests.")
         return _tokenize_mixed(tok, p["prompt_string"])
-    raise RequestFailure(400, "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
-                              "prompt string, or a list of mixed strings & tokens.")
+    raise Refusal(400, "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
+                       "prompt string, or a list of mixed strings & tokens.")
 
 
 def tokenize_prompts(tok, prompt) -> list[list[int]]:
@@ -91,69 +85,42 @@ def tokenize_prompts(tok, prompt) -> list[list[int]]:
     else:
         out = [_subprompt(tok, prompt)]
     if not out:
-        raise RequestFailure(400, "\"prompt\" must not be empty")
+        raise Refusal(400, "\"prompt\" must not be empty")
     return out
 
 
 # --- a request -----------------------------------------------------------------------------------------------
 
+@dataclass
 class Prepared:
-    def __init__(self, kind, data, inputs, params, fmt=None):
-        self.kind = kind
-        self.data = data
-        self.inputs = inputs          # token lists, one task each
-        self.params = params          # bankml.sampling.Params, one per input
-        self.fmt = fmt                # chat response format (JSON schema answers)
-        self.cmpl_id = shapes.completion_id()
-        self.stream = bool(data.get("stream")) if isinstance(data.get("stream"), bool) else False
+    """A request after llama-server's HTTP-thread steps: its family, the fields the tasks read, one token list
+    and one bankml.sampling.Params per task (result index order: children follow their parent), the groups
+    (each parent's result index first, then its children's), the chat response format and assistant prefill,
+    the completion id every chunk and choice shares, and whether it streams."""
+    family: Family
+    data: dict
+    inputs: list
+    params: list
+    groups: list
+    fmt: object = None
+    prefix: str = ""
+    stream: bool = False
+    cmpl_id: str = field(default_factory=completion_id)
 
 
 def parse_body(raw: bytes):
     try:
         return nljson.loads(raw)
     except nljson.JSONParseError as e:
-        raise RequestFailure(500, str(e)) from None
+        raise Refusal(500, str(e)) from None
 
 
-def prepare(ctx, body, kind: str, begin=None) -> Prepared:
-    """Everything llama-server does on the HTTP thread before posting the tasks. Raises RequestFailure.
-    `begin()` is called where handle_completions_impl starts (after the chat step): a stream session opens there."""
-    try:
-        from ... import sampling
-    except ImportError:
-        raise RequestFailure(501, "generation is not reproduced yet: bankml.sampling is missing",
-                             "not_supported_error") from None
-    from ...chat.request import ChatRequestError, parse_chat_request
-    from ...grammar import request as greq
-
-    fmt = None
-    prefix = ""
-    if kind == "chat":
-        try:
-            req = parse_chat_request(body, ctx.templates, ctx.chat_options)
-        except ChatRequestError as e:
-            raise RequestFailure(e.status, e.message, e.error_type) from None
-        data = dict(req.llama_params)
-        if req.has_tools:
-            raise RequestFailure(501, "tool calls are not reproduced by bankml yet", "not_supported_error")
-        if req.chat.format not in ("content-only", "peg-native"):
-            raise RequestFailure(501, f"chat format {req.chat.format} is not reproduced by bankml yet",
-                                 "not_supported_error")
-        gp, base = req.chat.generation_prompt, ctx.base_generation_prompt()
-        if not gp.startswith(base):
-            raise RequestFailure(501, "this assistant prefill is not reproduced by bankml yet", "not_supported_error")
-        prefix = gp[len(base):]
-        if req.json_schema is not None and ctx.chat_options.use_jinja:   # (--no-jinja: a plain grammar)
-            if prefix:
-                raise RequestFailure(501, "a JSON schema answer to an assistant prefill is not reproduced by bankml "
-                                          "yet", "not_supported_error")
-            try:
-                fmt = greq.chat_response_format(req.json_schema, req.chat.generation_prompt)
-            except greq.ConstrainedRequestError as e:
-                raise RequestFailure(e.status, e.message) from None
-            data.update(greq.chat_llama_params(body, fmt))
-    else:
-        data = body
+def prepare(ctx, body, family: Family, begin=None) -> Prepared:
+    """Everything llama-server does on the HTTP thread before posting the tasks. Raises Refusal.
+    `begin()` is called where handle_completions_impl starts (after the family's request step): a stream session
+    opens there."""
+    req = family.read(ctx, body)
+    data = req.data
     if begin is not None:
         begin()
     try:
@@ -163,44 +130,41 @@ def prepare(ctx, body, kind: str, begin=None) -> Prepared:
             raise nljson.key_not_found("prompt")
         inputs = tokenize_prompts(ctx.tokenizer, data["prompt"])
         params = [sampling.from_request(data, ctx.sampling_defaults, ctx.tokenizer) for _ in inputs]
-    except RequestFailure:
+    except Refusal:
         raise
     except sampling.RequestError as e:
-        raise RequestFailure(e.status, e.message) from None
+        raise Refusal(e.status, e.message) from None
     except Exception as e:  # handle_completions_impl: every exception here is a 400
-        raise RequestFailure(400, getattr(e, "message", None) or str(e)) from None
+        raise Refusal(400, getattr(e, "message", None) or str(e)) from None
     groups = [[i] for i in range(len(inputs))]
     if params and params[0].n_cmpl > 1:
         inputs, params, groups = with_children(ctx, inputs, params)
-    prep = Prepared(kind, data, inputs, params, fmt)
-    prep.prefix = prefix
-    prep.groups = groups
-    return prep
+    stream = data.get("stream") if isinstance(data.get("stream"), bool) else False
+    return Prepared(family, data, inputs, params, groups, req.fmt, req.prefix, stream)
 
 
 def with_children(ctx, inputs, params):
     """n_cmpl > 1: each prompt's task gets n_cmpl - 1 children (server_task::add_child): the same prompt and
     fields, id_slot -1, the seed + 1, + 2, ... unless it is the default (random) one; results are indexed parent
     first, then its children, prompt after prompt. Refused (501) where bankml's per-slot caches cannot be
-    llama-server's cells: weights the engine says it cannot (Model.supports_multi_choice), a unified KV cache (the sequences share one pool
-    and its cell order), several prompts
-    whose groups fit the slots together (llama-server decodes them side by side; bankml runs one request's tasks
+    llama-server's cells: weights the engine says it cannot (Model.supports_multi_choice), a unified KV cache (the
+    sequences share one pool and its cell order), several prompts whose groups fit the slots together (llama-server decodes them side by side; bankml runs one request's tasks
     one after the other), and an empty prompt (llama-server answers the parent, the children wait forever)."""
     import copy
     from ...sampling.params import DEFAULT_SEED
     if ctx.kv_unified:
-        raise RequestFailure(501, "n > 1 (several choices) with a unified KV cache (-kvu, or -np auto) is not "
-                                  "reproduced by bankml yet", "not_supported_error")
+        raise Refusal(501, "n > 1 (several choices) with a unified KV cache (-kvu, or -np auto) is not "
+                           "reproduced by bankml yet", "not_supported_error")
     if not ctx.model.supports_multi_choice:
         other = ctx.model.multi_choice_blockers
-        raise RequestFailure(501, f"n > 1 (several choices) with {', '.join(other)} weights is not reproduced by "
-                                  "bankml yet", "not_supported_error")
+        raise Refusal(501, f"n > 1 (several choices) with {', '.join(other)} weights is not reproduced by "
+                           "bankml yet", "not_supported_error")
     if len(inputs) > 1 and 2 * params[0].n_cmpl <= ctx.n_slots:
-        raise RequestFailure(501, "n > 1 (several choices) for several prompts whose choices run at the same time "
-                                  "is not reproduced by bankml yet", "not_supported_error")
+        raise Refusal(501, "n > 1 (several choices) for several prompts whose choices run at the same time "
+                           "is not reproduced by bankml yet", "not_supported_error")
     if any(not t for t in inputs):
-        raise RequestFailure(501, "n > 1 (several choices) with an empty prompt is not reproduced by bankml yet",
-                             "not_supported_error")
+        raise Refusal(501, "n > 1 (several choices) with an empty prompt is not reproduced by bankml yet",
+                      "not_supported_error")
     out_inputs, out_params, groups = [], [], []
     for tokens, p in zip(inputs, params):
         group = [len(out_inputs)]
@@ -229,15 +193,14 @@ def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
         t = CompletionTask(tokens, params, make_sampler, emit_for(i), index=i, probs=token_probs,
                            tokenizer=ctx.tokenizer)
         tasks.append(t)
-    for g in getattr(prep, "groups", None) or [[i] for i in range(len(tasks))]:
+    for g in prep.groups:
         tasks[g[0]].children = [tasks[i] for i in g[1:]]
     return tasks
 
 
 def parents(tasks: list[CompletionTask], prep: Prepared) -> list[CompletionTask]:
     """The tasks posted to the queue (a parent brings its children)."""
-    groups = getattr(prep, "groups", None) or [[i] for i in range(len(tasks))]
-    return [tasks[g[0]] for g in groups]
+    return [tasks[g[0]] for g in prep.groups]
 
 
 def token_probs(task, logits, sampler, tok):
@@ -256,59 +219,7 @@ def token_probs(task, logits, sampler, tok):
 
 # --- the HTTP side -------------------------------------------------------------------------------------------
 
-def _sse(obj) -> bytes:
-    return b"data: " + dumps(obj) + b"\n\n"
-
-
-class Formatter:
-    """Turns one request's events into llama-server's JSON for its endpoint."""
-
-    def __init__(self, ctx, prep: Prepared):
-        self.prep = prep
-        self.model = ctx.meta.name
-        self.states = [shapes.ChatState(prep.fmt, getattr(prep, "prefix", "")) for _ in prep.inputs]
-
-    def final(self, i: int, ev: Final):
-        p, k = self.prep.params[i], self.prep.kind
-        if k == "completion":
-            return shapes.completion_final(ev, p, self.model, i)
-        if k == "oai":
-            return shapes.oai_completion_final(ev, p, self.model, self.prep.cmpl_id, i)
-        return shapes.chat_final(ev, p, self.model, self.prep.cmpl_id, self.states[i], i)
-
-    def stream_chunks(self, i: int, ev) -> list:
-        p, k = self.prep.params[i], self.prep.kind
-        if isinstance(ev, Final):
-            if k == "completion":
-                return [shapes.completion_final(ev, p, self.model, i)]
-            if k == "oai":
-                return [shapes.oai_completion_final(ev, p, self.model, self.prep.cmpl_id, i)]
-            return shapes.chat_stream_final(ev, p, self.model, self.prep.cmpl_id, self.states[i], i)
-        if isinstance(ev, (Token, Progress)):
-            if k == "completion":
-                return [shapes.completion_partial(ev, p, i)]
-            if k == "oai":
-                return [shapes.oai_completion_partial(ev, p, self.model, self.prep.cmpl_id, i)]
-            return shapes.chat_partial(ev, p, self.model, self.prep.cmpl_id, self.states[i], i)
-        return []
-
-    def merge(self, bodies: list):
-        if len(bodies) == 1:
-            return bodies[0]
-        if self.prep.kind in ("oai", "chat"):
-            out = bodies[0]
-            for b in bodies[1:]:
-                out["choices"].append(b["choices"][0])
-            return out
-        return bodies
-
-
-def error_json(ev: Error) -> dict:
-    from ..http import error_body
-    return error_body(ev.message, ev.status, ev.type, **ev.extra)
-
-
-async def _run(request: Request, kind: str) -> Response:
+async def _run(request: Request, family: Family) -> Response:
     ctx = request.app.state.ctx
     t0 = time.monotonic()
     streams = request.app.state.streams
@@ -327,11 +238,11 @@ async def _run(request: Request, kind: str) -> Response:
 
     try:
         body = parse_body(await request.body())
-        prep = prepare(ctx, body, kind, begin)
-    except RequestFailure as e:
+        prep = prepare(ctx, body, family, begin)
+    except Refusal as e:
         evict()
         _log(request, e.status, t0)
-        return e.response()
+        return json_response(family.refused(e), e.status)
     try:
         return await _answer(request, ctx, prep, t0, opened[0] if opened else None)
     finally:
@@ -349,7 +260,7 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
     tasks = make_tasks(ctx, prep, emit_for)
     for t in parents(tasks, prep):
         ctx.worker.submit_completion(t)
-    fmt = Formatter(ctx, prep)
+    reply = Reply.start(prep.family, ctx, prep)
 
     state = {"stopped": False}
 
@@ -375,22 +286,23 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
             if isinstance(ev, Error):
                 cancel()
                 _log(request, ev.status, t0)
-                return json_response(error_json(ev), ev.status)
+                return json_response(prep.family.refused(ev), ev.status)
             if isinstance(ev, Final):
                 finals[i] = ev
         state["stopped"] = True
-        bodies = [fmt.final(i, finals[i]) for i in range(len(tasks))]
+        bodies = [reply.final(i, finals[i]) for i in range(len(tasks))]
         _log(request, 200, t0, finals)
-        return json_response(fmt.merge(bodies))
+        return json_response(reply.merge(bodies))
 
     # stream: the first event decides between a JSON error and the SSE stream
     first = await events.get()
     if isinstance(first[1], Error):
         cancel()
         _log(request, first[1].status, t0)
-        return json_response(error_json(first[1]), first[1].status)
-    ping = ctx.cfg.sse_ping_interval
-    done_marker = prep.kind in ("oai", "chat")
+        return json_response(prep.family.refused(first[1]), first[1].status)
+    framing = prep.family.framing
+    keep_alive = framing.ping()
+    ping = ctx.cfg.sse_ping_interval if keep_alive is not None else 0
 
     async def gen():
         pending = [first]
@@ -404,28 +316,28 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
                     try:
                         i, ev = await asyncio.wait_for(events.get(), timeout=ping if ping > 0 else None)
                     except asyncio.TimeoutError:
-                        yield b":\n\n"
+                        yield keep_alive
                         continue
                 if isinstance(ev, Error):
-                    yield _sse({"error": error_json(ev)["error"]})
+                    yield framing.chunk(prep.family.refused(ev))
                     return
-                for c in fmt.stream_chunks(i, ev):
-                    yield _sse(c)
+                for c in reply.chunks(i, ev):
+                    yield framing.chunk(c)
                 if isinstance(ev, Final):
                     finals[i] = ev
                     n_final += 1
                     if n_final == len(tasks):
                         state["stopped"] = True
                         break
-            if done_marker:
-                yield b"data: [DONE]\n\n"
+            end = framing.end()
+            if end:
+                yield end
             _log(request, 200, t0, finals)
         finally:
             cancel()
 
     body = gen() if session is None else tee(session, gen())
-    return StreamingResponse(body, status_code=200,     # no "; charset=..." (Starlette would add one)
-                             headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+    return StreamingResponse(body, status_code=200, headers=dict(framing.headers))
 
 
 def _log(request: Request, status: int, t0: float, finals: dict | None = None) -> None:
@@ -441,22 +353,12 @@ def _log(request: Request, status: int, t0: float, finals: dict | None = None) -
     log.info("%s %s %d %.1f ms%s", request.method, request.url.path, status, dt, extra)
 
 
-async def completion(request: Request) -> Response:
-    return await _run(request, "completion")
+def handler(family: Family):
+    """The route of one response family."""
+    async def generate(request: Request) -> Response:
+        return await _run(request, family)
+    generate.__name__ = family.name
+    return generate
 
 
-async def oai_completion(request: Request) -> Response:
-    return await _run(request, "oai")
-
-
-async def chat_completion(request: Request) -> Response:
-    return await _run(request, "chat")
-
-
-routes = [
-    Route("/completion", completion, methods=["POST"]),
-    Route("/completions", completion, methods=["POST"]),
-    Route("/v1/completions", oai_completion, methods=["POST"]),
-    Route("/chat/completions", chat_completion, methods=["POST"]),
-    Route("/v1/chat/completions", chat_completion, methods=["POST"]),
-]
+routes = [Route(path, handler(family), methods=["POST"]) for paths, family in TABLE for path in paths]

@@ -1,0 +1,28 @@
+"""The response families: one module per API shape, each a bankml.server.api.families.base.Family that owns
+its final object, stream chunks, stream framing, n > 1 merge (and, for chat, its request step).
+
+    TABLE          (paths, family) for every generation route; bankml.server.api.completion mounts it
+    COMPLETION     llama's /completion                 (families.completion)
+    OAI_COMPLETIONS  OpenAI /v1/completions            (families.oai_completions)
+    OAI_CHAT       OpenAI /v1/chat/completions         (families.oai_chat)
+
+A new API (Ollama's /api/chat, /api/generate) is a new module here with its Family (an NDJSON Framing beside
+base.SSE) and one TABLE row. Families read generation events; they never import the routes.
+"""
+
+from __future__ import annotations
+
+from .completion import LlamaCompletion
+from .oai_chat import OAIChat
+from .oai_completions import OAICompletions
+
+COMPLETION = LlamaCompletion()
+OAI_COMPLETIONS = OAICompletions()
+OAI_CHAT = OAIChat()
+
+#: (paths, family): the POST routes that generate, in mounting order
+TABLE = [
+    (("/completion", "/completions"), COMPLETION),
+    (("/v1/completions",), OAI_COMPLETIONS),
+    (("/chat/completions", "/v1/chat/completions"), OAI_CHAT),
+]
