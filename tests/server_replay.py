@@ -298,13 +298,38 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
 
 
-class BankmlServe:
-    """`bankml-serve` with llama-server flags on a free loopback port, stopped (SIGTERM) on exit."""
+# The day llama-server's clock showed while a session was recorded, where an answer prints it (a template calling
+# strftime_now, as llama 3.1's "Today Date: 02 Dec 2026"): the wall clock is an input of such a prompt, so the
+# replay sets bankml-serve's template clock to that day (the time of day kept) and the answers stay comparable
+# bit for bit, whatever day the replay runs on.
+RECORDED_DAY = re.compile(r"Today Date: (\d{2} [A-Z][a-z]{2} \d{4})")
 
-    def __init__(self, argv: list[str], port: int | None = None, start_timeout: float = 120):
+# bankml-serve with the chat templates' clock moved by whole days (argv[1]: the day, "%d %b %Y")
+_SHIFTED_CLOCK = """import sys, time, types, datetime
+import bankml.chat.template as t
+day = datetime.datetime.strptime(sys.argv.pop(1), "%d %b %Y").date()
+shift = (day - datetime.date.fromtimestamp(time.time())).days * 86400
+t._time = types.SimpleNamespace(time=lambda: time.time() + shift, localtime=time.localtime)
+from bankml.server.cli import main
+sys.exit(main())
+"""
+
+
+def recorded_day(session: dict) -> str | None:
+    """The day a session's answers show its recording on (RECORDED_DAY), or None."""
+    m = RECORDED_DAY.search(json.dumps([st["answer"] for st in session["steps"]]))
+    return m.group(1) if m else None
+
+
+class BankmlServe:
+    """`bankml-serve` with llama-server flags on a free loopback port, stopped (SIGTERM) on exit. template_day:
+    the day the chat templates' clock shows (RECORDED_DAY), None for today."""
+
+    def __init__(self, argv: list[str], port: int | None = None, start_timeout: float = 120,
+                 template_day: str | None = None):
         self.port = port or free_port()
-        self.argv = [sys.executable, "-m", "bankml.server.cli"] + argv + ["--host", "127.0.0.1",
-                                                                          "--port", str(self.port)]
+        launch = ["-m", "bankml.server.cli"] if template_day is None else ["-c", _SHIFTED_CLOCK, template_day]
+        self.argv = [sys.executable] + launch + argv + ["--host", "127.0.0.1", "--port", str(self.port)]
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
         self.log = b""
@@ -441,7 +466,8 @@ def replay_answers(session: dict, model: str, argv_extra: list[str] | None = Non
     """Sends a session's requests in order to a fresh bankml-serve started with the session's flags; returns
     (recorded, replayed) answer pairs, both normalized."""
     out = []
-    with Fixtures(session) as fx, BankmlServe(server_argv(session["flags"], model) + (argv_extra or [])) as srv:
+    with Fixtures(session) as fx, BankmlServe(server_argv(session["flags"], model) + (argv_extra or []),
+                                              template_day=recorded_day(session)) as srv:
         for step in session["steps"]:
             out.append((normalize(step["answer"], ""), normalize(exchange(srv.port, step["request"], fx), model)))
     return out
