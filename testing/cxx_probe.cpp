@@ -1,5 +1,5 @@
 // Developer probe (testing/record_tokenizer.py --cxx builds and runs it): two orders llama.cpp's vocabulary
-// loader inherits from libstdc++, printed for bankml.tokenizer._cxx to reproduce.
+// loader inherits from libstdc++, printed for bankml.cxx._stl to reproduce.
 //   cxx_probe map   < keys     : keys are (u32 length, bytes)*; prints the iteration order of the
 //                                std::unordered_map<std::string, int> filled by m[key_i] = i
 //   cxx_probe sort  < lengths  : whitespace-separated ints; prints std::sort of the indices with

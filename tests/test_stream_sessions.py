@@ -73,7 +73,7 @@ def test_replace_evict_lookup_and_gc():
 
 def test_sessions_iterate_in_unordered_map_order():
     from bankml.server.api.stream_sessions import CxxMapOrder
-    from bankml.tokenizer._cxx import unordered_map_order
+    from bankml.cxx._stl import unordered_map_order
     keys = [f"conv-{i}::org/model" for i in range(40)]      # past two rehashes (13 and 29 buckets)
     o = CxxMapOrder()
     for k in keys:

@@ -16,7 +16,8 @@ import pytest
 
 from bankml.errors import InvalidToken, TokenizerError, UnsupportedTokenizer
 from bankml.models.gguf import GGUFHeader, ValueType, parse_header, read_header_file
-from bankml.tokenizer import ATTR_CONTROL, ATTR_NORMAL, Tokenizer, _cxx, _pretok, _unicode, to_bytes
+from bankml.cxx import _stl as _cxx
+from bankml.tokenizer import ATTR_CONTROL, ATTR_NORMAL, Tokenizer, _pretok, _unicode, to_bytes
 from bankml.tokenizer._core import gpt2_byte_chars
 from tokenizer_oracle import cxx_keys, cxx_lengths, dec_bytes, pieces_sha, synthetic_gguf
 

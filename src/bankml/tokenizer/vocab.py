@@ -8,7 +8,7 @@ per-model lstrip/rstrip), the special-token cache and its order, and the piece o
 Knows nothing of HTTP or templates; the compiled paths live in `_core`.
 
 Where llama.cpp's choice depends on the C++ standard library (which of two candidate tokens it meets first in
-an unordered_map, how std::sort orders special tokens of equal length), `_cxx` reproduces libstdc++.
+an unordered_map, how std::sort orders special tokens of equal length), `bankml.cxx._stl` reproduces libstdc++.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import TokenizerError, UnsupportedTokenizer
 from ..models.gguf import GGUFHeader, ValueType
-from . import _cxx, _pretok, _unicode
+from ..cxx import _stl as _cxx
+from . import _pretok, _unicode
 from ._core import pieces_for_cache
 
 log = logging.getLogger(__name__)

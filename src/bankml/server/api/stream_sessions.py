@@ -118,7 +118,7 @@ class CxxMapOrder:
     """The iteration order of a libstdc++ std::unordered_map<std::string, V> under inserts of new keys and erases:
     the nodes of one bucket (std::hash % bucket count) are contiguous; a new key goes first in its bucket's run, or
     first in the whole list when its bucket is empty; a rehash (the growth schedule of
-    bankml.tokenizer._cxx.GROWTH, when the size would pass the bucket count) re-inserts every node the same way in
+    bankml.cxx._stl.GROWTH, when the size would pass the bucket count) re-inserts every node the same way in
     the old order; an erase only unlinks its node."""
 
     def __init__(self):
@@ -130,7 +130,7 @@ class CxxMapOrder:
     def _bucket(self, key: str) -> int:
         h = self._hash.get(key)
         if h is None:
-            from ...tokenizer._cxx import std_hash
+            from ...cxx._stl import std_hash
             h = self._hash[key] = std_hash(key.encode("utf-8", "surrogateescape"))
         return h % self.n_buckets
 
@@ -141,7 +141,7 @@ class CxxMapOrder:
 
     def insert(self, key: str) -> None:
         if len(self.keys) + 1 > self.next_resize:
-            from ...tokenizer._cxx import GROWTH
+            from ...cxx._stl import GROWTH
             self.n_buckets = next(nb for _, nb in GROWTH if nb > self.n_buckets)
             self.next_resize = self.n_buckets
             old, self.keys = self.keys, []
