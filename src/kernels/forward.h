@@ -1,32 +1,24 @@
-/* The llama forward pass as llama.cpp b11192 builds and computes it on the CPU (src/models/llama.cpp,
- * src/llama-graph.cpp, src/llama-context.cpp decode/split_simple), one ubatch per OpenMP parallel region.
+/* The forward pass as llama.cpp b11192 runs it on the CPU (src/llama-context.cpp decode/split_simple,
+ * src/llama-graph.cpp), one ubatch per OpenMP parallel region; each architecture's graph is its own file.
  *
- * Graph of one ubatch of n tokens at positions p0 .. p0+n-1 (each op's float order is in its kernel's header):
- *   x = GET_ROWS(token_embd, tokens)                                             (quants.h / fp16.h, exact)
- *   for each layer l:
- *     h = RMS_NORM(x) * attn_norm                                                 (norm.h)
- *     q, k, v = wq h, wk h, wv h                                                  (matmul.h; separate MUL_MATs)
- *     q, k = ROPE_NORMAL(q, p), ROPE_NORMAL(k, p)                                 (rope.h)
- *     [q8_0 cache: q, k, v rotated by the Hadamard transform]                    (attention.h)
- *     K, V cells of this ubatch <- k, v  (SET_ROWS: F16 RNE or quantize_row_q8_0) (kv.h)
- *     a = FLASH_ATTN_EXT(q, K, V, mask, 1/sqrt(head_dim)), heads concatenated    (attention.h)
- *     [q8_0 cache: a rotated back]
- *     a = wo a;  on the last layer only the output rows go on (inp_out_ids GET_ROWS)
- *     x = a + x
- *     h = RMS_NORM(x) * ffn_norm;  x = down(SWIGLU(gate h, up h)) + x            (act.h)
- *   logits = output (RMS_NORM(x) * output_norm)    (output = token_embd when the file has no output.weight)
- * Every MUL_MAT runs the kernel ggml picks for its weight type and its number of columns n (so the last
- * layer's wo sees the ubatch's n, its FFN and the head only the output rows).
+ * Files:
+ *   forward.h          this interface: model config, weights, KV cache, run state, decode
+ *   forward_archs.h    the architectures: one line each (enum, GGUF name, ubatch graph function)
+ *   forward_common.h/c the steps every graph shares (GET_ROWS, matmul sites, RoPE + cache store, attention,
+ *                      SwiGLU, the head), allocation, weight regrouping, and the decode driver
+ *   forward_llama.c    the llama graph (SmolLM2 and other llama files)
+ * A new architecture is one forward_<name>.c holding its ubatch graph and one line in forward_archs.h.
  *
- * A llama_decode of N tokens (bk_llama_decode) is cut into ubatches of n_ubatch tokens (split_simple, one
+ * A llama_decode of N tokens (bk_fwd_decode) is cut into ubatches of n_ubatch tokens (split_simple, one
  * sequence); the last token is the only output, so only the last ubatch runs the last layer's FFN and the head.
- * The K and V of a ubatch enter the cache before its attention.
+ * The K and V of a ubatch enter the cache before its attention. Every MUL_MAT runs the kernel ggml picks for its
+ * weight type and its number of columns (matmul.h); each op's float order is in its kernel's header.
  *
  * Threads: nth threads (bankml's own count) in one parallel region per ubatch, barriers where data meet.
  * The arithmetic never depends on nth; split-KV attention and the tiled path's query tiles follow oracle_nth
  * (llama-server's -t = -tb).
  *
- * Memory: weights are views (the mmap); the KV cache (bk_kv_cache) and the run state (bk_llama_state) are
+ * Memory: weights are views (the mmap); the KV cache (bk_kv_cache) and the run state (bk_fwd_state) are
  * allocated once by their _alloc functions, zeroed, and freed by their _free functions. A second KV cache over
  * the same weights and state is a second bk_kv_cache (one ubatch runs at a time per state).
  */
@@ -38,7 +30,21 @@
 #include "kv.h"
 #include "matmul.h"
 
-typedef struct bk_llama_config {
+/* The architectures with a graph (forward_archs.h), numbered from 0 in that file's order. */
+enum bk_arch {
+#define BK_ARCH(id, name, graph) id,
+#include "forward_archs.h"
+#undef BK_ARCH
+    BK_ARCH_COUNT
+};
+
+/* The enum value of a GGUF general.architecture name, -1 when bankml has no graph for it. */
+int bk_arch_from_name(const char *name);
+/* The GGUF name of an architecture, NULL outside 0 .. BK_ARCH_COUNT-1. */
+const char *bk_arch_name(int arch);
+
+typedef struct bk_model_config {
+    int32_t arch;       /* enum bk_arch: which graph runs */
     int32_t n_embd;     /* residual width */
     int32_t n_layer;
     int32_t n_head;     /* query heads */
@@ -49,24 +55,33 @@ typedef struct bk_llama_config {
     int32_t n_vocab;
     float rms_eps;
     float rope_freq_base;
-    float kq_scale;     /* 1/sqrtf(head_dim) */
-} bk_llama_config;
+    float kq_scale;     /* 1/sqrtf(head_dim) for llama */
+    /* options of other architectures (0 where the architecture has none; llama has none) */
+    uint32_t n_swa;            /* sliding window of the layers marked swa (Gemma 3) */
+    int32_t swa_type;          /* enum bk_swa_type of those layers */
+    float rope_freq_base_swa;  /* RoPE base of the sliding-window layers (0: rope_freq_base) */
+} bk_model_config;
 
-typedef struct bk_llama_layer {
-    const float *attn_norm;  /* float[n_embd] */
-    const float *ffn_norm;   /* float[n_embd] */
-    bk_matrix wq, wk, wv;    /* [n_head*hd | n_head_kv*hd] x n_embd */
-    bk_matrix wo;            /* n_embd x n_head*hd */
-    bk_matrix gate, up;      /* n_ff x n_embd */
-    bk_matrix down;          /* n_embd x n_ff */
-} bk_llama_layer;
+/* One layer's weights. The norms a graph does not use are NULL (llama uses attn_norm and ffn_norm only). */
+typedef struct bk_layer {
+    const float *attn_norm;       /* float[n_embd] */
+    const float *q_norm, *k_norm; /* float[head_dim], per-head RMS norm of Q and K (Gemma 3, Qwen3) or NULL */
+    const float *attn_post_norm;  /* float[n_embd], norm of the attention output before the residual, or NULL */
+    const float *ffn_norm;        /* float[n_embd] */
+    const float *ffn_post_norm;   /* float[n_embd], norm of the FFN output before the residual, or NULL */
+    int32_t swa;                  /* nonzero: the layer attends through the sliding window (config n_swa) */
+    bk_matrix wq, wk, wv;         /* [n_head*hd | n_head_kv*hd] x n_embd */
+    bk_matrix wo;                 /* n_embd x n_head*hd */
+    bk_matrix gate, up;           /* n_ff x n_embd */
+    bk_matrix down;               /* n_embd x n_ff */
+} bk_layer;
 
-typedef struct bk_llama_weights {
+typedef struct bk_model_weights {
     bk_matrix tok_embd;        /* n_vocab rows of n_embd; F32, F16, Q8_0 or Q4_1 */
     const float *output_norm;  /* float[n_embd] */
     bk_matrix output;          /* n_vocab x n_embd (tok_embd when tied) */
-    const bk_llama_layer *layers;  /* [n_layer] */
-} bk_llama_weights;
+    const bk_layer *layers;    /* [n_layer] */
+} bk_model_weights;
 
 /* One sequence's KV cache: cells (kv.h rules) and, per layer, K and V rows of one cell each. */
 typedef struct bk_kv_cache {
@@ -80,8 +95,12 @@ typedef struct bk_kv_cache {
     uint8_t *data;           /* n_layer * size * (k_row_bytes + v_row_bytes), zeroed */
 } bk_kv_cache;
 
+/* The activation buffer sets, one per type a MUL_MAT's input is prepared in (bk_act_type): slot 0 for F32
+ * activations, then F16, Q8_0, Q8_1; BK_ACT_SLOTS of them. */
+enum bk_act_slot { BK_ACT_F32, BK_ACT_F16, BK_ACT_Q8_0, BK_ACT_Q8_1, BK_ACT_SLOTS };
+
 /* Buffers of one ubatch (sizes for n_ubatch tokens and caches of up to kv_max cells). */
-typedef struct bk_llama_state {
+typedef struct bk_fwd_state {
     int32_t n_ubatch;
     uint32_t kv_max;
     int32_t nth;           /* threads bankml runs the region with */
@@ -93,10 +112,12 @@ typedef struct bk_llama_state {
     float *gate, *up;      /* [n_ubatch][n_ff] */
     float *logits;         /* [n_vocab] */
     float *rope;           /* [n_ubatch][n_rot] cos/sin of each token's position */
-    uint8_t *act[4];       /* per activation type (F32, F16, Q8_0, Q8_1): [n_ubatch][row bytes of max k] */
-    uint8_t *act_down[4];  /* the same for the down projection's input (written while gate/up still read act) */
-    uint8_t *act_priv[4];  /* [nth][2][row bytes]: each thread's own activations of sites with 1 or 2 columns */
-    size_t act_col[4];     /* bytes between columns of act[i], act_down[i], act_priv[i] */
+    uint8_t *act[BK_ACT_SLOTS];       /* [n_ubatch][row bytes of max k] per slot (NULL when no matrix needs it) */
+    uint8_t *act_down[BK_ACT_SLOTS];  /* the same for the down projection's input (written while gate/up still
+                                       * read act) */
+    uint8_t *act_priv[BK_ACT_SLOTS];  /* [nth][2][row bytes]: each thread's own activations of sites with 1 or 2
+                                       * columns */
+    size_t act_col[BK_ACT_SLOTS];     /* bytes between columns of act[s], act_down[s], act_priv[s] */
     float *scratch;        /* [nth][scratch_floats] */
     size_t scratch_floats;
     uint16_t *mask;        /* [n_ubatch][kv_max] */
@@ -106,8 +127,8 @@ typedef struct bk_llama_state {
     float theta_scale;
     void *block;           /* the one allocation all of the above live in */
     int32_t multi_stream;  /* set by the caller per decode: the sequence decodes in a ubatch with other streams
-                            * (bk_attn_f16_args.multi_stream); 0 after bk_llama_state_alloc */
-} bk_llama_state;
+                            * (bk_attn_f16_args.multi_stream); 0 after bk_fwd_state_alloc */
+} bk_fwd_state;
 
 enum bk_forward_status {
     BK_FWD_OK = 0,
@@ -116,26 +137,29 @@ enum bk_forward_status {
     BK_FWD_BAD_ARGS = 3,
 };
 
-/* Allocation (zeroed). Returns BK_FWD_OK or BK_FWD_NO_MEMORY. kv_type: BK_TYPE_F16 or BK_TYPE_Q8_0. */
-int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_llama_config *cfg, uint32_t n_cells, int32_t kv_type);
+/* Allocation (zeroed). Returns BK_FWD_OK, BK_FWD_NO_MEMORY or BK_FWD_BAD_ARGS. kv_type: BK_TYPE_F16 or
+ * BK_TYPE_Q8_0. n_swa, swa_type: the cells' sliding window (kv.h; 0 and BK_SWA_NONE for none, as llama). */
+int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_cells, int32_t kv_type,
+                      uint32_t n_swa, int32_t swa_type);
 void bk_kv_cache_free(bk_kv_cache *kv);
 uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer);
 uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer);
 
-int bk_llama_state_alloc(bk_llama_state *st, const bk_llama_config *cfg, const bk_llama_weights *w,
-                         int32_t n_ubatch, uint32_t kv_max, int32_t nth, int32_t oracle_nth);
-void bk_llama_state_free(bk_llama_state *st);
+int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_model_weights *w,
+                       int32_t n_ubatch, uint32_t kv_max, int32_t nth, int32_t oracle_nth);
+void bk_fwd_state_free(bk_fwd_state *st);
 
 /* Regroup every Q4_1 / Q8_0 matrix of the layers and the head by 8 rows (rows8.h; tok_embd's GET_ROWS keeps
- * reading the file), with nth threads; bk_llama_unpack frees the copies. The weights then no longer need the
+ * reading the file), with nth threads; bk_fwd_unpack frees the copies. The weights then no longer need the
  * file's pages of those matrices. */
-int bk_llama_pack(bk_llama_weights *w, bk_llama_layer *layers, int n_layer, int nth);
-void bk_llama_unpack(bk_llama_weights *w, bk_llama_layer *layers, int n_layer);
+int bk_fwd_pack(bk_model_weights *w, bk_layer *layers, int n_layer, int nth);
+void bk_fwd_unpack(bk_model_weights *w, bk_layer *layers, int n_layer);
 
-/* One llama_decode: tokens[0..n) at positions pos0 .. pos0+n-1, in ubatches of st->n_ubatch; the logits of the
- * last token land in st->logits. The cache must hold exactly positions 0 .. pos0-1 (the caller checks), and the
- * tokens must be valid ids. Returns BK_FWD_OK, or BK_FWD_CACHE_FULL before anything is computed. */
-int bk_llama_decode(const bk_llama_config *cfg, const bk_llama_weights *w, bk_kv_cache *kv, bk_llama_state *st,
-                    const int32_t *tokens, int32_t n, int32_t pos0);
+/* One llama_decode with cfg->arch's graph: tokens[0..n) at positions pos0 .. pos0+n-1, in ubatches of
+ * st->n_ubatch; the logits of the last token land in st->logits. The cache must hold exactly positions
+ * 0 .. pos0-1 (the caller checks), and the tokens must be valid ids. Returns BK_FWD_OK, BK_FWD_BAD_ARGS (also
+ * for an arch without a graph), or BK_FWD_CACHE_FULL before anything is computed. */
+int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                  const int32_t *tokens, int32_t n, int32_t pos0);
 
 #endif

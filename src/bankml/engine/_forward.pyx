@@ -1,10 +1,11 @@
 # cython: language_level=3
-"""Compiled core of bankml.engine: the llama forward pass (src/kernels/forward.h) behind two small objects.
+"""Compiled core of bankml.engine: the forward pass (src/kernels/forward.h) behind two small objects.
 
-    _Llama(config, weights, n_ubatch, kv_max, n_threads, oracle_threads)   weights: views into the mmap
-    _KVCache(llama, n_cells, kv_type)                                        one sequence's cells and K/V
-    llama.decode(cache, tokens, pos)      one call into C (GIL released) for every ubatch of the call
-    llama.logits_view()                   float32[n_vocab] over the state's logits buffer (no copy)
+    _Forward(arch, config, weights, n_ubatch, kv_max, n_threads, oracle_threads, pack=True)
+                                          arch: the GGUF architecture name ("llama"); weights: views into the mmap
+    _KVCache(forward, n_cells, kv_type, n_swa=0, swa_type="none")   one sequence's cells and K/V
+    forward.decode(cache, tokens, pos)    one call into C (GIL released) for every ubatch of the call
+    forward.logits_view()                 float32[n_vocab] over the state's logits buffer (no copy)
 
 Used only by bankml.engine.model, which validates the arguments (positions, token ids, fit) before calling.
 """
@@ -15,56 +16,24 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
 
+from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACHE_FULL, BK_FWD_NO_MEMORY, BK_FWD_OK,
+                                     bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_pack, bk_fwd_state,
+                                     bk_fwd_state_alloc, bk_fwd_state_free, bk_fwd_unpack, bk_kv_cache,
+                                     bk_kv_cache_alloc, bk_kv_cache_free, bk_layer, bk_model_config, bk_model_weights)
+from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK_SWA_SYMMETRIC, bk_kv_apply_ubatch,
+                                bk_kv_cells_clear, bk_kv_seq_pos_max, bk_kv_seq_rm)
+from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
+
 cnp.import_array()
 
-cdef extern from "kv.h" nogil:
-    ctypedef struct bk_kv_cells:
-        int32_t *pos
-        uint32_t size, head, used
-    void bk_kv_cells_clear(bk_kv_cells *c)
-    void bk_kv_seq_rm(bk_kv_cells *c, int32_t p0, int32_t p1)
-    int32_t bk_kv_seq_pos_max(const bk_kv_cells *c)
-    void bk_kv_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, uint32_t n_tokens)
+KV_TYPES = {"f16": BK_TYPE_F16, "q8_0": BK_TYPE_Q8_0}
+SWA_TYPES = {"none": BK_SWA_NONE, "standard": BK_SWA_STANDARD, "chunked": BK_SWA_CHUNKED,
+             "symmetric": BK_SWA_SYMMETRIC}
 
-from bankml.engine._kernels cimport bk_matrix, bk_matmul_supported
 
-cdef extern from "forward.h" nogil:
-    ctypedef struct bk_llama_config:
-        int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot, n_ff, n_vocab
-        float rms_eps, rope_freq_base, kq_scale
-    ctypedef struct bk_llama_layer:
-        const float *attn_norm
-        const float *ffn_norm
-        bk_matrix wq, wk, wv, wo, gate, up, down
-    ctypedef struct bk_llama_weights:
-        bk_matrix tok_embd
-        const float *output_norm
-        bk_matrix output
-        const bk_llama_layer *layers
-    ctypedef struct bk_kv_cache:
-        bk_kv_cells cells
-        int32_t type
-        uint32_t size
-        int32_t n_layer
-        size_t k_row_bytes, v_row_bytes
-        uint8_t *data
-    ctypedef struct bk_llama_state:
-        int32_t n_ubatch, nth, oracle_nth
-        uint32_t kv_max
-        float *logits
-        int32_t multi_stream
-    int BK_FWD_OK, BK_FWD_NO_MEMORY, BK_FWD_CACHE_FULL, BK_FWD_BAD_ARGS
-    int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_llama_config *cfg, uint32_t n_cells, int32_t kv_type)
-    void bk_kv_cache_free(bk_kv_cache *kv)
-    int bk_llama_state_alloc(bk_llama_state *st, const bk_llama_config *cfg, const bk_llama_weights *w,
-                             int32_t n_ubatch, uint32_t kv_max, int32_t nth, int32_t oracle_nth)
-    void bk_llama_state_free(bk_llama_state *st)
-    int bk_llama_pack(bk_llama_weights *w, bk_llama_layer *layers, int n_layer, int nth)
-    void bk_llama_unpack(bk_llama_weights *w, bk_llama_layer *layers, int n_layer)
-    int bk_llama_decode(const bk_llama_config *cfg, const bk_llama_weights *w, bk_kv_cache *kv,
-                        bk_llama_state *st, const int32_t *tokens, int32_t n, int32_t pos0)
-
-KV_TYPES = {"f16": 1, "q8_0": 8}
+def architectures():
+    """The GGUF architecture names bankml has a forward graph for (src/kernels/forward_archs.h)."""
+    return [bk_arch_name(a).decode() for a in range(BK_ARCH_COUNT)]
 
 
 cdef const void *_ptr(arr) except NULL:
@@ -72,6 +41,11 @@ cdef const void *_ptr(arr) except NULL:
     if a.nbytes == 0:
         raise ValueError("an empty tensor")
     return <const void *>cnp.PyArray_DATA(a)
+
+
+cdef const float *_vector_or_null(arr) except? NULL:
+    """An optional norm: NULL when the layer has none (None)."""
+    return NULL if arr is None else <const float *>_ptr(arr)
 
 
 cdef bk_matrix _matrix(spec) except *:
@@ -89,45 +63,68 @@ cdef bk_matrix _matrix(spec) except *:
     return mat
 
 
-cdef class _Llama:
-    """Config + weights (views) + run state of one model; K/V caches are separate _KVCache objects."""
-    cdef bk_llama_config cfg
-    cdef bk_llama_weights w
-    cdef bk_llama_layer *layers
-    cdef bk_llama_state st
+cdef int _swa_type(name) except -1:
+    if name not in SWA_TYPES:
+        raise ValueError(f"sliding-window type {name!r}: one of {sorted(SWA_TYPES)}")
+    return SWA_TYPES[name]
+
+
+cdef class _Forward:
+    """Config + weights (views) + run state of one model; K/V caches are separate _KVCache objects.
+
+    config: n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot, n_ff, n_vocab, rms_eps, rope_freq_base, kq_scale;
+    optional (other architectures): n_swa (0), swa_type ("none"), rope_freq_base_swa (0: rope_freq_base).
+    weights: tok_embd, output_norm, output, layers (each attn_norm, ffn_norm, wq, wk, wv, wo, gate, up, down;
+    optional: q_norm, k_norm, attn_post_norm, ffn_post_norm (None or absent: none), swa (False))."""
+    cdef bk_model_config cfg
+    cdef bk_model_weights w
+    cdef bk_layer *layers
+    cdef bk_fwd_state st
     cdef bint have_state
     cdef bint is_packed
     cdef object keep      # the numpy views the weight pointers point into (and through them the mmap)
     cdef object _logits
+    cdef readonly str arch
 
     def __cinit__(self):
         self.layers = NULL
         self.have_state = False
         self.is_packed = False
 
-    def __init__(self, dict config, dict weights, int n_ubatch, unsigned int kv_max, int n_threads,
+    def __init__(self, str arch, dict config, dict weights, int n_ubatch, unsigned int kv_max, int n_threads,
                  int oracle_threads, bint pack=True):
+        cdef int a = bk_arch_from_name(arch.encode())
+        if a < 0:
+            raise ValueError(f"architecture {arch!r}: bankml computes {', '.join(architectures())}")
+        self.arch = arch
         c = config
+        self.cfg.arch = a
         self.cfg.n_embd = c["n_embd"]; self.cfg.n_layer = c["n_layer"]; self.cfg.n_head = c["n_head"]
         self.cfg.n_head_kv = c["n_head_kv"]; self.cfg.head_dim = c["head_dim"]; self.cfg.n_rot = c["n_rot"]
         self.cfg.n_ff = c["n_ff"]; self.cfg.n_vocab = c["n_vocab"]; self.cfg.rms_eps = c["rms_eps"]
         self.cfg.rope_freq_base = c["rope_freq_base"]; self.cfg.kq_scale = c["kq_scale"]
+        self.cfg.n_swa = c.get("n_swa", 0); self.cfg.swa_type = _swa_type(c.get("swa_type", "none"))
+        self.cfg.rope_freq_base_swa = c.get("rope_freq_base_swa", 0.0)
         layers = weights["layers"]
         if len(layers) != self.cfg.n_layer:
             raise ValueError(f"{len(layers)} layers given for a model of {self.cfg.n_layer}")
-        self.layers = <bk_llama_layer *>calloc(self.cfg.n_layer, sizeof(bk_llama_layer))
+        self.layers = <bk_layer *>calloc(self.cfg.n_layer, sizeof(bk_layer))
         if self.layers == NULL:
             raise MemoryError("layer table")
         keep = []
         cdef int i
         cdef int prc
+        cdef bk_layer *Lc
         for i, L in enumerate(layers):
-            self.layers[i].attn_norm = <const float *>_ptr(L["attn_norm"])
-            self.layers[i].ffn_norm = <const float *>_ptr(L["ffn_norm"])
-            self.layers[i].wq = _matrix(L["wq"]); self.layers[i].wk = _matrix(L["wk"])
-            self.layers[i].wv = _matrix(L["wv"]); self.layers[i].wo = _matrix(L["wo"])
-            self.layers[i].gate = _matrix(L["gate"]); self.layers[i].up = _matrix(L["up"])
-            self.layers[i].down = _matrix(L["down"])
+            Lc = &self.layers[i]
+            Lc.attn_norm = <const float *>_ptr(L["attn_norm"])
+            Lc.ffn_norm = <const float *>_ptr(L["ffn_norm"])
+            Lc.q_norm = _vector_or_null(L.get("q_norm")); Lc.k_norm = _vector_or_null(L.get("k_norm"))
+            Lc.attn_post_norm = _vector_or_null(L.get("attn_post_norm"))
+            Lc.ffn_post_norm = _vector_or_null(L.get("ffn_post_norm"))
+            Lc.swa = 1 if L.get("swa", False) else 0
+            Lc.wq = _matrix(L["wq"]); Lc.wk = _matrix(L["wk"]); Lc.wv = _matrix(L["wv"]); Lc.wo = _matrix(L["wo"])
+            Lc.gate = _matrix(L["gate"]); Lc.up = _matrix(L["up"]); Lc.down = _matrix(L["down"])
             keep.append(L)
         self.w.tok_embd = _matrix(weights["tok_embd"])
         self.w.output_norm = <const float *>_ptr(weights["output_norm"])
@@ -139,10 +136,10 @@ cdef class _Llama:
         if pack:
             self.is_packed = True
             with nogil:
-                prc = bk_llama_pack(&self.w, self.layers, self.cfg.n_layer, n_threads)
+                prc = bk_fwd_pack(&self.w, self.layers, self.cfg.n_layer, n_threads)
             if prc != BK_FWD_OK:
                 raise MemoryError("the regrouped weights")
-        rc = bk_llama_state_alloc(&self.st, &self.cfg, &self.w, n_ubatch, kv_max, n_threads, oracle_threads)
+        rc = bk_fwd_state_alloc(&self.st, &self.cfg, &self.w, n_ubatch, kv_max, n_threads, oracle_threads)
         if rc == BK_FWD_NO_MEMORY:
             raise MemoryError("the forward pass's buffers")
         if rc != BK_FWD_OK:
@@ -157,9 +154,9 @@ cdef class _Llama:
 
     def __dealloc__(self):
         if self.have_state:
-            bk_llama_state_free(&self.st)
+            bk_fwd_state_free(&self.st)
         if self.is_packed and self.layers != NULL:
-            bk_llama_unpack(&self.w, self.layers, self.cfg.n_layer)
+            bk_fwd_unpack(&self.w, self.layers, self.cfg.n_layer)
         free(self.layers)
 
     @property
@@ -197,27 +194,30 @@ cdef class _Llama:
             raise ValueError(f"a cache of {cache.kv.size} cells is larger than this state's {self.st.kv_max}")
         self.st.multi_stream = 1 if multi_stream else 0
         with nogil:
-            rc = bk_llama_decode(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], n, pos)
+            rc = bk_fwd_decode(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], n, pos)
         self.st.multi_stream = 0
         return rc
 
 
 cdef class _KVCache:
-    """One sequence's KV cache (cells and per-layer K/V rows), allocated zeroed at creation."""
+    """One sequence's KV cache (cells and per-layer K/V rows), allocated zeroed at creation. n_swa, swa_type: the
+    cells' sliding window (kv.h); none for llama."""
     cdef bk_kv_cache kv
     cdef bint have
 
     def __cinit__(self):
         self.have = False
 
-    def __init__(self, _Llama llama, unsigned int n_cells, str kv_type="f16"):
+    def __init__(self, _Forward forward, unsigned int n_cells, str kv_type="f16", unsigned int n_swa=0,
+                 str swa_type="none"):
         if kv_type not in KV_TYPES:
             raise ValueError(f"cache type {kv_type!r}: one of {sorted(KV_TYPES)}")
-        rc = bk_kv_cache_alloc(&self.kv, &llama.cfg, n_cells, KV_TYPES[kv_type])
+        rc = bk_kv_cache_alloc(&self.kv, &forward.cfg, n_cells, KV_TYPES[kv_type], n_swa, _swa_type(swa_type))
         if rc == BK_FWD_NO_MEMORY:
             raise MemoryError(f"a KV cache of {n_cells} cells")
         if rc != BK_FWD_OK:
-            raise ValueError(f"a {kv_type} KV cache of {n_cells} cells cannot be made for this model")
+            raise ValueError(f"a {kv_type} KV cache of {n_cells} cells (sliding window {swa_type} {n_swa}) cannot "
+                             "be made for this model")
         self.have = True
 
     def __dealloc__(self):
@@ -230,7 +230,7 @@ cdef class _KVCache:
 
     @property
     def kv_type(self):
-        return "f16" if self.kv.type == 1 else "q8_0"
+        return "f16" if self.kv.type == BK_TYPE_F16 else "q8_0"
 
     @property
     def n_past(self):

@@ -187,7 +187,7 @@ class Model:
         config = {"n_embd": hp.n_embd, "n_layer": hp.n_layer, "n_head": hp.n_head, "n_head_kv": hp.n_head_kv,
                   "head_dim": hp.head_dim, "n_rot": hp.n_rot, "n_ff": hp.n_ff, "n_vocab": hp.n_vocab,
                   "rms_eps": hp.rms_eps, "rope_freq_base": hp.rope_freq_base, "kq_scale": hp.kq_scale}
-        self._llama = _forward._Llama(config, weights, n_ubatch, n_ctx, n_threads, oracle_threads, regroup)
+        self._llama = _forward._Forward(hp.arch, config, weights, n_ubatch, n_ctx, n_threads, oracle_threads, regroup)
         if regroup:
             # the Q4_1 / Q8_0 matrices now live in their regrouped copies: the file's pages need not stay
             # resident (the norms and the embedding rows are faulted back in as they are read)

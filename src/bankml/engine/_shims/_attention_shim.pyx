@@ -12,66 +12,14 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.stdlib cimport free
 from libc.string cimport memset
 
+from bankml.kernels.attention cimport (bk_attn_f16_args, bk_attn_f16_check, bk_attn_f16_path,
+                                       bk_attn_f16_scratch_floats, bk_attn_q8_0_args, bk_attn_q8_0_check,
+                                       bk_attn_q8_0_scratch_floats, bk_attn_rot_k_size, bk_hadamard_rows)
+from bankml.kernels.kv cimport (bk_kv_apply_ubatch, bk_kv_cells, bk_kv_cells_clear, bk_kv_cells_init, bk_kv_find_slot,
+                                bk_kv_mask_f16, bk_kv_n_kv, bk_kv_seq_pos_max, bk_kv_seq_pos_min, bk_kv_seq_rm,
+                                bk_kv_store_f16, bk_kv_store_q8_0, bk_kv_used_max_p1)
+
 cnp.import_array()
-
-cdef extern from "attention.h" nogil:
-    ctypedef struct bk_attn_f16_args:
-        int32_t n_tokens, n_head, n_head_kv, dk, dv, n_kv
-        float scale
-        int32_t oracle_nth
-        const float *q
-        int64_t q_row, q_head
-        const uint16_t *k
-        int64_t k_cell, k_head
-        const uint16_t *v
-        int64_t v_cell, v_head
-        const uint16_t *mask
-        int64_t mask_row
-        float *out
-        int64_t out_row, out_head
-        float *scratch
-    int bk_attn_f16_path(int32_t n_tokens, int32_t n_kv, int32_t dv)
-    size_t bk_attn_f16_scratch_floats(int32_t n_head, int32_t dk, int32_t dv, int32_t oracle_nth, int32_t nth)
-    int bk_attn_f16_check(const bk_attn_f16_args *a)
-    ctypedef struct bk_attn_q8_0_args:
-        int32_t n_tokens, n_head, n_head_kv, dk, dv, n_kv
-        float scale
-        const float *q
-        int64_t q_row, q_head
-        const uint8_t *k
-        int64_t k_cell, k_head
-        const uint8_t *v
-        int64_t v_cell, v_head
-        const uint16_t *mask
-        int64_t mask_row
-        float *out
-        int64_t out_row, out_head
-        float *scratch
-    void bk_hadamard_rows(float *x, int64_t n_rows, int n, int64_t row_stride, int ith, int nth)
-    int bk_attn_rot_k_size(int32_t dk)
-    size_t bk_attn_q8_0_scratch_floats(int32_t n_head, int32_t dk, int32_t dv, int32_t nth)
-    int bk_attn_q8_0_check(const bk_attn_q8_0_args *a)
-
-cdef extern from "kv.h" nogil:
-    ctypedef struct bk_kv_cells:
-        int32_t *pos
-        uint32_t size, head, used, n_swa
-        int32_t swa_type
-    void bk_kv_cells_init(bk_kv_cells *c, int32_t *pos_buf, uint32_t size, uint32_t n_swa, int32_t swa_type)
-    void bk_kv_cells_clear(bk_kv_cells *c)
-    int bk_kv_find_slot(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens, uint32_t *idxs)
-    void bk_kv_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, uint32_t n_tokens)
-    void bk_kv_seq_rm(bk_kv_cells *c, int32_t p0, int32_t p1)
-    uint32_t bk_kv_used_max_p1(const bk_kv_cells *c)
-    int32_t bk_kv_seq_pos_min(const bk_kv_cells *c)
-    int32_t bk_kv_seq_pos_max(const bk_kv_cells *c)
-    uint32_t bk_kv_n_kv(const bk_kv_cells *c)
-    void bk_kv_mask_f16(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens, uint32_t n_kv,
-                        uint16_t *mask, int64_t mask_row, int ith, int nth)
-    void bk_kv_store_f16(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
-                         uint16_t *cache, int64_t cache_row, int ith, int nth)
-    void bk_kv_store_q8_0(const float *x, int64_t x_row, uint32_t n_tokens, uint32_t n, const uint32_t *idxs,
-                          uint8_t *cache, int64_t cache_row_bytes, int ith, int nth)
 
 cdef extern from *:
     """

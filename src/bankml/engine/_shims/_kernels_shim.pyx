@@ -10,28 +10,16 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
 
+from bankml.kernels.matmul cimport (bk_act_prepare, bk_act_row_bytes, bk_act_type, bk_matmul, bk_matmul_supported,
+                                    bk_matrix)
+from bankml.kernels.rows8 cimport bk_x8_bytes, bk_x8_pack, bk_x8_uses_vnni
+from bankml.kernels.floatdot cimport bk_tinyblas_takes
+from bankml.kernels.norm cimport bk_rms_norm_mul_f32
+from bankml.kernels.rope cimport bk_rope_cache, bk_rope_normal, bk_rope_theta_scale
+from bankml.kernels.quants cimport bk_dequant_row_q4_1, bk_dequant_row_q8_0
+from bankml.kernels.fp16 cimport bk_fp16_to_fp32_row
+
 cnp.import_array()
-
-from bankml.engine._kernels cimport (bk_act_prepare, bk_act_row_bytes, bk_act_type, bk_matmul, bk_matmul_supported,
-                                     bk_matrix, bk_x8_bytes, bk_x8_pack, bk_x8_uses_vnni)
-
-cdef extern from "floatdot.h" nogil:
-    int bk_tinyblas_takes(int64_t m, int64_t k, int64_t n)
-
-cdef extern from "norm.h" nogil:
-    void bk_rms_norm_mul_f32(int n, const float *x, const float *w, float eps, float *y)
-
-cdef extern from "rope.h" nogil:
-    float bk_rope_theta_scale(float freq_base, int n_rot)
-    void bk_rope_cache(int32_t pos, int n_rot, float theta_scale, float *cache)
-    void bk_rope_normal(float *x, int n_head, int64_t head_stride, int n_rot, const float *cache)
-
-cdef extern from "quants.h" nogil:
-    void bk_dequant_row_q8_0(const void *x, float *y, int64_t k)
-    void bk_dequant_row_q4_1(const void *x, float *y, int64_t k)
-
-cdef extern from "fp16.h" nogil:
-    void bk_fp16_to_fp32_row(const uint16_t *x, float *y, int64_t n)
 
 TYPES = {"F32": 0, "F16": 1, "Q4_1": 3, "Q8_0": 8}
 

@@ -17,21 +17,12 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t, uint8_t, uint16_t
 from libc.stdlib cimport free
 
+from bankml.kernels.kquants cimport bk_quant_row_q8_K
+from bankml.kernels.quants cimport bk_quant_row_q8_0
+from bankml.kernels.repack cimport bk_quant_mat_q8_K_4x8, bk_repack_q4_0_takes, bk_repack_q4_K_takes
+from bankml.kernels.gelu cimport bk_gelu_table_f16
+
 cnp.import_array()
-
-cdef extern from "kquants.h" nogil:
-    void bk_quant_row_q8_K(const float *x, void *y, int64_t k)
-
-cdef extern from "quants.h" nogil:
-    void bk_quant_row_q8_0(const float *x, void *y, int64_t k)
-
-cdef extern from "repack.h" nogil:
-    int bk_repack_q4_K_takes(int64_t m, int k)
-    int bk_repack_q4_0_takes(int64_t m, int k)
-    void bk_quant_mat_q8_K_4x8(const float *x, int64_t x_row, void *y, int64_t k)
-
-cdef extern from "gelu.h" nogil:
-    void bk_gelu_table_f16(uint16_t *out)
 
 cdef extern from *:
     """

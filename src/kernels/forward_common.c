@@ -1,0 +1,520 @@
+/* The steps every architecture's graph shares, allocation, weight regrouping and the decode driver
+ * (forward_common.h, forward.h). */
+#include "forward_common.h"
+
+#include "act.h"
+#include "attention.h"
+#include "fp16.h"
+#include "norm.h"
+#include "quants.h"
+#include "rope.h"
+#include "rows8.h"
+
+#include <math.h>
+#include <omp.h>
+#include <sys/mman.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64
+static size_t up64(size_t n) { return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
+
+/* ---------------------------------------------------------------- architectures */
+
+static const char *const arch_names[BK_ARCH_COUNT] = {
+#define BK_ARCH(id, name, graph) [id] = name,
+#include "forward_archs.h"
+#undef BK_ARCH
+};
+
+static const bk_ubatch_graph arch_graphs[BK_ARCH_COUNT] = {
+#define BK_ARCH(id, name, graph) [id] = graph,
+#include "forward_archs.h"
+#undef BK_ARCH
+};
+
+int bk_arch_from_name(const char *name) {
+    for (int a = 0; a < BK_ARCH_COUNT; a++)
+        if (!strcmp(name, arch_names[a])) return a;
+    return -1;
+}
+
+const char *bk_arch_name(int arch) { return arch >= 0 && arch < BK_ARCH_COUNT ? arch_names[arch] : NULL; }
+
+/* ---------------------------------------------------------------- KV cache */
+
+int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_cells, int32_t kv_type,
+                      uint32_t n_swa, int32_t swa_type) {
+    memset(kv, 0, sizeof(*kv));
+    const int64_t nk = (int64_t)cfg->n_head_kv * cfg->head_dim;
+    if (n_cells == 0 || (kv_type != BK_TYPE_F16 && kv_type != BK_TYPE_Q8_0)) return BK_FWD_BAD_ARGS;
+    if (kv_type == BK_TYPE_Q8_0 && nk % BK_QK) return BK_FWD_BAD_ARGS;
+    if (swa_type < BK_SWA_NONE || swa_type > BK_SWA_SYMMETRIC || (swa_type == BK_SWA_NONE) != (n_swa == 0))
+        return BK_FWD_BAD_ARGS;
+    kv->type = kv_type;
+    kv->size = n_cells;
+    kv->n_layer = cfg->n_layer;
+    kv->k_row_bytes = kv_type == BK_TYPE_F16 ? (size_t)nk * 2 : (size_t)(nk / BK_QK) * sizeof(bk_block_q8_0);
+    kv->v_row_bytes = kv->k_row_bytes;
+    kv->pos_buf = (int32_t *)malloc(sizeof(int32_t) * n_cells);
+    const size_t bytes = (size_t)cfg->n_layer * n_cells * (kv->k_row_bytes + kv->v_row_bytes);
+    kv->data = (uint8_t *)calloc(bytes ? bytes : 1, 1);  /* llama.cpp clears its KV buffer at creation */
+    if (!kv->pos_buf || !kv->data) {
+        bk_kv_cache_free(kv);
+        return BK_FWD_NO_MEMORY;
+    }
+    bk_kv_cells_init(&kv->cells, kv->pos_buf, n_cells, n_swa, swa_type);
+    return BK_FWD_OK;
+}
+
+void bk_kv_cache_free(bk_kv_cache *kv) {
+    free(kv->pos_buf);
+    free(kv->data);
+    kv->pos_buf = NULL;
+    kv->data = NULL;
+}
+
+uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer) {
+    return kv->data + (size_t)layer * kv->size * (kv->k_row_bytes + kv->v_row_bytes);
+}
+
+uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer) {
+    return bk_kv_cache_k(kv, layer) + (size_t)kv->size * kv->k_row_bytes;
+}
+
+/* ---------------------------------------------------------------- run state */
+
+static int act_slot(int32_t act_type) {
+    switch (act_type) {
+    case BK_TYPE_F16: return BK_ACT_F16;
+    case BK_TYPE_Q8_0: return BK_ACT_Q8_0;
+    case BK_TYPE_Q8_1: return BK_ACT_Q8_1;
+    default: return BK_ACT_F32;
+    }
+}
+
+static const int32_t slot_type[BK_ACT_SLOTS] = {
+    [BK_ACT_F32] = BK_TYPE_F32, [BK_ACT_F16] = BK_TYPE_F16, [BK_ACT_Q8_0] = BK_TYPE_Q8_0, [BK_ACT_Q8_1] = BK_TYPE_Q8_1,
+};
+
+/* The matrices of a layer, down last (its input has buffers of its own). */
+#define LAYER_MATS 7
+static void layer_mats(bk_layer *L, bk_matrix *ms[LAYER_MATS]) {
+    ms[0] = &L->wq; ms[1] = &L->wk; ms[2] = &L->wv; ms[3] = &L->wo;
+    ms[4] = &L->gate; ms[5] = &L->up; ms[6] = &L->down;
+}
+
+static void need_act(const bk_matrix *m, int *needed) { needed[act_slot(bk_act_type(m->type))] = 1; }
+
+int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_model_weights *w,
+                       int32_t n_ubatch, uint32_t kv_max, int32_t nth, int32_t oracle_nth) {
+    memset(st, 0, sizeof(*st));
+    if (n_ubatch <= 0 || nth <= 0 || oracle_nth <= 0 || kv_max == 0) return BK_FWD_BAD_ARGS;
+    st->n_ubatch = n_ubatch;
+    st->kv_max = kv_max;
+    st->nth = nth;
+    st->oracle_nth = oracle_nth;
+    st->theta_scale = bk_rope_theta_scale(cfg->rope_freq_base, cfg->n_rot);
+
+    const size_t nu = (size_t)n_ubatch;
+    const size_t nq = (size_t)cfg->n_head * cfg->head_dim, nkv = (size_t)cfg->n_head_kv * cfg->head_dim;
+    size_t kmax = (size_t)cfg->n_embd;
+    if (nq > kmax) kmax = nq;
+    if ((size_t)cfg->n_ff > kmax) kmax = cfg->n_ff;
+
+    int needed[BK_ACT_SLOTS] = {0}, needed_down[BK_ACT_SLOTS] = {0};
+    need_act(&w->output, needed);
+    for (int l = 0; l < cfg->n_layer; l++) {
+        bk_matrix *ms[LAYER_MATS];
+        layer_mats((bk_layer *)&w->layers[l], ms);
+        for (int i = 0; i < LAYER_MATS; i++) need_act(ms[i], i == LAYER_MATS - 1 ? needed_down : needed);
+    }
+
+    const int max_threads = nth > oracle_nth ? nth : oracle_nth;
+    const size_t attn_floats = bk_attn_f16_scratch_floats(cfg->n_head, cfg->head_dim, cfg->head_dim, oracle_nth,
+                                                          max_threads);
+    const size_t attn_q8 = cfg->head_dim % BK_QK ? 0
+        : bk_attn_q8_0_scratch_floats(cfg->n_head, cfg->head_dim, cfg->head_dim, max_threads);
+
+    size_t sizes[40];
+    int ns = 0;
+    sizes[ns++] = up64(nu * cfg->n_embd * 4);                       /* x */
+    sizes[ns++] = up64(nu * kmax * 4);                              /* h */
+    sizes[ns++] = up64(nu * nq * 4);                                /* q */
+    sizes[ns++] = up64(nu * nkv * 4);                               /* k */
+    sizes[ns++] = up64(nu * nkv * 4);                               /* v */
+    sizes[ns++] = up64(nu * nq * 4);                                /* att */
+    sizes[ns++] = up64(nu * cfg->n_ff * 4);                         /* gate */
+    sizes[ns++] = up64(nu * cfg->n_ff * 4);                         /* up */
+    sizes[ns++] = up64((size_t)cfg->n_vocab * 4);                   /* logits */
+    sizes[ns++] = up64(nu * cfg->n_rot * 4);                        /* rope */
+    for (int s = 0; s < BK_ACT_SLOTS; s++) {
+        st->act_col[s] = up64(bk_act_row_bytes(slot_type[s], (int32_t)kmax));
+        sizes[ns++] = needed[s] ? st->act_col[s] * nu : 0;
+        sizes[ns++] = needed_down[s] ? st->act_col[s] * nu : 0;
+        sizes[ns++] = needed[s] || needed_down[s] ? st->act_col[s] * 2 * (size_t)max_threads : 0;
+    }
+    st->scratch_floats = up64(kmax * 4) / 4;
+    sizes[ns++] = st->scratch_floats * 4 * (size_t)max_threads;
+    sizes[ns++] = up64(nu * kv_max * 2);                            /* mask */
+    sizes[ns++] = up64(nu * 4);                                     /* idxs */
+    sizes[ns++] = up64(nu * 4);                                     /* pos */
+    sizes[ns++] = up64((attn_floats > attn_q8 ? attn_floats : attn_q8) * 4); /* attention scratch */
+    size_t total = 0;
+    for (int i = 0; i < ns; i++) total += sizes[i];
+    void *block = NULL;
+    if (posix_memalign(&block, ALIGN, total)) return BK_FWD_NO_MEMORY;
+    memset(block, 0, total);
+    st->block = block;
+    uint8_t *p = (uint8_t *)block;
+    int i = 0;
+#define TAKE(field, T) do { st->field = (T)(void *)p; p += sizes[i++]; } while (0)
+#define TAKE_OR_NULL(field) do { st->field = sizes[i] ? p : NULL; p += sizes[i++]; } while (0)
+    TAKE(x, float *); TAKE(h, float *); TAKE(q, float *); TAKE(k, float *); TAKE(v, float *);
+    TAKE(att, float *); TAKE(gate, float *); TAKE(up, float *); TAKE(logits, float *); TAKE(rope, float *);
+    for (int s = 0; s < BK_ACT_SLOTS; s++) {
+        TAKE_OR_NULL(act[s]);
+        TAKE_OR_NULL(act_down[s]);
+        TAKE_OR_NULL(act_priv[s]);
+    }
+    TAKE(scratch, float *);
+    TAKE(mask, uint16_t *); TAKE(idxs, uint32_t *); TAKE(pos, int32_t *); TAKE(attn_scratch, float *);
+#undef TAKE_OR_NULL
+#undef TAKE
+    return BK_FWD_OK;
+}
+
+void bk_fwd_state_free(bk_fwd_state *st) {
+    free(st->block);
+    st->block = NULL;
+}
+
+/* ---------------------------------------------------------------- regrouped weights */
+
+static int pack_one(bk_matrix *m, int nth) {
+    if ((m->type != BK_TYPE_Q4_1 && m->type != BK_TYPE_Q8_0) || m->m < 8 || m->x8) return BK_FWD_OK;
+    const size_t bytes = bk_x8_bytes(m->type, m->m, m->k);
+    void *p = NULL;
+    if (posix_memalign(&p, ALIGN, bytes)) return BK_FWD_NO_MEMORY;
+    const int64_t ng = m->m / 8;
+#pragma omp parallel num_threads(nth)
+    {
+        const int ith = omp_get_thread_num(), n = omp_get_num_threads();
+        bk_x8_pack(m->type, m->data, m->row_bytes, m->k, ng * ith / n, ng * (ith + 1) / n, p);
+    }
+    m->x8 = p;
+    /* the file's pages of this matrix are no longer read: drop them from the resident set now, so that the peak
+     * does not hold the file and the copy at once (a read-only file mapping: they come back if touched) */
+    const uintptr_t pg = 4096, a = ((uintptr_t)m->data + pg - 1) & ~(pg - 1);
+    const uintptr_t b = ((uintptr_t)m->data + (uintptr_t)m->m * m->row_bytes) & ~(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    return BK_FWD_OK;
+}
+
+static void unpack_one(bk_matrix *m) {
+    free((void *)m->x8);
+    m->x8 = NULL;
+}
+
+int bk_fwd_pack(bk_model_weights *w, bk_layer *layers, int n_layer, int nth) {
+    int rc = pack_one(&w->output, nth);
+    for (int l = 0; l < n_layer && rc == BK_FWD_OK; l++) {
+        bk_matrix *ms[LAYER_MATS];
+        layer_mats(&layers[l], ms);
+        for (int i = 0; i < LAYER_MATS && rc == BK_FWD_OK; i++) rc = pack_one(ms[i], nth);
+    }
+    return rc;
+}
+
+void bk_fwd_unpack(bk_model_weights *w, bk_layer *layers, int n_layer) {
+    unpack_one(&w->output);
+    for (int l = 0; l < n_layer; l++) {
+        bk_matrix *ms[LAYER_MATS];
+        layer_mats(&layers[l], ms);
+        for (int i = 0; i < LAYER_MATS; i++) unpack_one(ms[i]);
+    }
+}
+
+/* ---------------------------------------------------------------- activations */
+
+/* GET_ROWS: one embedding row as float (ggml-base's to_float for the type: exact) */
+static void get_row(const bk_matrix *E, int32_t token, float *y) {
+    const uint8_t *row = (const uint8_t *)E->data + (size_t)token * E->row_bytes;
+    switch (E->type) {
+    case BK_TYPE_F16: bk_fp16_to_fp32_row((const uint16_t *)row, y, E->k); break;
+    case BK_TYPE_Q8_0: bk_dequant_row_q8_0(row, y, E->k); break;
+    case BK_TYPE_Q4_1: bk_dequant_row_q4_1(row, y, E->k); break;
+    default: memcpy(y, row, (size_t)E->k * sizeof(float)); break;
+    }
+}
+
+/* Where the activation columns of a matmul site live: one base per slot (the column c0 computed first is at
+ * base, column c0+i at base + i*col) */
+typedef struct {
+    uint8_t *base[BK_ACT_SLOTS];
+    size_t col[BK_ACT_SLOTS];
+} act_view;
+
+/* A site with at most PRIV columns prepares its activations in every thread, into the thread's own buffer: no
+ * barrier between the norm (or attention) and the matmul. More columns: each thread prepares its share into
+ * the shared buffer, then a barrier. */
+#define PRIV 2
+
+/* a view over one of the state's activation buffer sets, starting at column `first` */
+static act_view view_of(const bk_fwd_state *st, uint8_t *const bufs[BK_ACT_SLOTS], size_t first) {
+    act_view v;
+    for (int s = 0; s < BK_ACT_SLOTS; s++) {
+        v.col[s] = st->act_col[s];
+        v.base[s] = bufs[s] ? bufs[s] + first * st->act_col[s] : NULL;
+    }
+    return v;
+}
+
+static act_view shared_view(const bk_fwd_state *st, int64_t c0) { return view_of(st, st->act, (size_t)c0); }
+static act_view down_view(const bk_fwd_state *st, int64_t c0) { return view_of(st, st->act_down, (size_t)c0); }
+static act_view private_view(const bk_fwd_state *st, int ith) {
+    return view_of(st, st->act_priv, (size_t)ith * PRIV);
+}
+
+static int n_jobs(const bk_site *s) {
+    int nj = 0;
+    while (nj < BK_SITE_JOBS && s->jobs[nj].W) nj++;
+    return nj;
+}
+
+/* Column i of a view for every activation type the site's matrices take (each type once), from x[k]. */
+static void prep_col(const act_view *v, const bk_mm_job *jobs, int nj, const float *x, int32_t k, int64_t i) {
+    int done[BK_ACT_SLOTS] = {0};
+    for (int j = 0; j < nj; j++) {
+        const int32_t t = bk_act_type(jobs[j].W->type);
+        const int s = act_slot(t);
+        if (done[s]) continue;
+        done[s] = 1;
+        bk_act_prepare(t, x, k, v->base[s] + (size_t)i * v->col[s]);
+    }
+}
+
+/* The rows of each job split over the threads (bk_matmul_split); columns c0 .. c0+nc-1, their activations in v
+ * (column c0 at the base); n_node decides the kernels. */
+static void run_jobs(const act_view *v, const bk_mm_job *jobs, int nj, int64_t c0, int nc, int n_node, int ith,
+                     int nth) {
+    for (int j = 0; j < nj; j++) {
+        const bk_mm_job *J = &jobs[j];
+        const int64_t r0 = bk_matmul_split(J->W->m, ith, nth), r1 = bk_matmul_split(J->W->m, ith + 1, nth);
+        if (r0 < r1) {
+            const int s = act_slot(bk_act_type(J->W->type));
+            bk_matmul(J->W, v->base[s], v->col[s], nc, n_node, r0, r1, J->out + c0 * J->out_col, J->out_col,
+                      J->res ? J->res + c0 * J->out_col : NULL, J->out_col);
+        }
+    }
+}
+
+/* The activations of the site's columns: RMS norm first when it has one, or the rotation. Few columns: every
+ * thread, privately (returns the private view); else each thread its share into the shared buffer, then a
+ * barrier (returns the shared view). */
+static act_view prep_site(const bk_ubatch *u, const bk_site *S, int nj, int ith, int nth) {
+    const bk_fwd_state *st = u->st;
+    const float eps = u->cfg->rms_eps;
+    const int32_t k = S->k;
+    float *scratch = st->scratch + (size_t)ith * st->scratch_floats;  /* this thread's float[k] */
+    if (S->nc <= PRIV) {
+        const act_view v = private_view(st, ith);
+        for (int i = 0; i < S->nc; i++) {
+            const float *src = S->x + (S->c0 + i) * S->x_row;
+            if (S->norm) {
+                bk_rms_norm_mul_f32(k, src, S->norm, eps, scratch);
+                src = scratch;
+            } else if (S->rotate64) {
+                memcpy(scratch, src, (size_t)k * sizeof(float));
+                bk_hadamard_rows(scratch, k / 64, 64, 64, 0, 1);
+                src = scratch;
+            }
+            prep_col(&v, S->jobs, nj, src, k, i);
+        }
+        return v;
+    }
+    const act_view v = shared_view(st, S->c0);
+    for (int64_t i = ith; i < S->nc; i += nth) {
+        float *src = (float *)S->x + (S->c0 + i) * S->x_row;
+        if (S->norm) {
+            float *h = st->h + (S->c0 + i) * S->x_row;
+            bk_rms_norm_mul_f32(k, src, S->norm, eps, h);
+            src = h;
+        } else if (S->rotate64) {
+            bk_hadamard_rows(src, k / 64, 64, 64, 0, 1);  /* in place: the row is this thread's alone */
+        }
+        prep_col(&v, S->jobs, nj, src, k, i);
+    }
+#pragma omp barrier
+    return v;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+void bk_fwd_embed(const bk_ubatch *u, int ith, int nth) {
+    const bk_model_config *cfg = u->cfg;
+    bk_fwd_state *st = u->st;
+    bk_kv_mask_f16(&u->kv->cells, st->pos, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith, nth);
+    for (int t = ith; t < u->n; t += nth) {
+        get_row(&u->w->tok_embd, u->tokens[t], st->x + (int64_t)t * cfg->n_embd);
+        bk_rope_cache(st->pos[t], cfg->n_rot, st->theta_scale, st->rope + (int64_t)t * cfg->n_rot);
+    }
+}
+
+void bk_fwd_site(const bk_ubatch *u, const bk_site *s, int ith, int nth) {
+    const int nj = n_jobs(s);
+    const act_view v = prep_site(u, s, nj, ith, nth);
+    run_jobs(&v, s->jobs, nj, s->c0, s->nc, s->n_node, ith, nth);
+}
+
+void bk_fwd_down_site(const bk_ubatch *u, const bk_site *s, int ith, int nth) {
+    const act_view v = down_view(u->st, s->c0);
+    run_jobs(&v, s->jobs, n_jobs(s), s->c0, s->nc, s->n_node, ith, nth);
+}
+
+/* RoPE of the elements r0 <= r < r1 of a row of heads of hd values (pairs never straddle r0, r1: both even) */
+static void rope_range(float *x, int64_t r0, int64_t r1, int hd, int n_rot, const float *cache) {
+    for (int64_t r = r0; r < r1; r += 2) {
+        const int i = (int)(r % hd);
+        if (i >= n_rot) continue;
+        const float c = cache[i], s = cache[i + 1];
+        const float x0 = x[r], x1 = x[r + 1];
+        x[r] = fmaf(x0, c, -(x1 * s));
+        x[r + 1] = fmaf(x0, s, x1 * c);
+    }
+}
+
+void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
+    const bk_model_config *cfg = u->cfg;
+    const bk_kv_cache *kv = u->kv;
+    const bk_fwd_state *st = u->st;
+    const int hd = cfg->head_dim, n = u->n;
+    const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
+    if (!u->q8) {
+        /* this thread's rows of q, k and v (the Q, K, V site's split) */
+        const int64_t aq = bk_matmul_split(nq, ith, nth), bq = bk_matmul_split(nq, ith + 1, nth);
+        const int64_t ak = bk_matmul_split(nk, ith, nth), bk = bk_matmul_split(nk, ith + 1, nth);
+        uint16_t *kc = (uint16_t *)bk_kv_cache_k(kv, l), *vc = (uint16_t *)bk_kv_cache_v(kv, l);
+        for (int t = 0; t < n; t++) {
+            const float *rc = st->rope + (int64_t)t * cfg->n_rot;
+            rope_range(st->q + t * nq, aq, bq, hd, cfg->n_rot, rc);
+            rope_range(st->k + t * nk, ak, bk, hd, cfg->n_rot, rc);
+        }
+        if (bk > ak) {
+            bk_kv_store_f16(st->k + ak, nk, (uint32_t)n, (uint32_t)(bk - ak), st->idxs, kc + ak, nk, 0, 1);
+            bk_kv_store_f16(st->v + ak, nk, (uint32_t)n, (uint32_t)(bk - ak), st->idxs, vc + ak, nk, 0, 1);
+        }
+        return;
+    }
+    /* RoPE, rotation and the Q8_0 store need whole rows: by tokens, once every thread's rows are in */
+#pragma omp barrier
+    const int rot_k = u->rot_k;
+    for (int t = ith; t < n; t += nth) {
+        float *q = st->q + t * nq, *k = st->k + t * nk, *v = st->v + t * nk;
+        const float *rc = st->rope + (int64_t)t * cfg->n_rot;
+        bk_rope_normal(q, cfg->n_head, hd, cfg->n_rot, rc);
+        bk_rope_normal(k, cfg->n_head_kv, hd, cfg->n_rot, rc);
+        if (rot_k) {
+            bk_hadamard_rows(q, nq / rot_k, rot_k, rot_k, 0, 1);
+            bk_hadamard_rows(k, nk / rot_k, rot_k, rot_k, 0, 1);
+            bk_hadamard_rows(v, nk / 64, 64, 64, 0, 1);
+        }
+        bk_kv_store_q8_0(k, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_k(kv, l),
+                         (int64_t)kv->k_row_bytes, 0, 1);
+        bk_kv_store_q8_0(v, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_v(kv, l),
+                         (int64_t)kv->v_row_bytes, 0, 1);
+    }
+}
+
+void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth) {
+    const bk_model_config *cfg = u->cfg;
+    const bk_kv_cache *kv = u->kv;
+    const bk_fwd_state *st = u->st;
+    const int hd = cfg->head_dim;
+    const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
+    if (u->q8) {
+        const bk_attn_q8_0_args a = {
+            .n_tokens = u->n, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
+            .n_kv = (int32_t)u->n_kv, .scale = cfg->kq_scale,
+            .q = st->q, .q_row = nq, .q_head = hd,
+            .k = bk_kv_cache_k(kv, l), .k_cell = (int64_t)kv->k_row_bytes, .k_head = hd / BK_QK * 34,
+            .v = bk_kv_cache_v(kv, l), .v_cell = (int64_t)kv->v_row_bytes, .v_head = hd / BK_QK * 34,
+            .mask = st->mask, .mask_row = st->kv_max,
+            .out = st->att, .out_row = nq, .out_head = hd,
+            .scratch = st->attn_scratch,
+        };
+        bk_attn_q8_0(&a, ith, nth);
+        return;
+    }
+    const bk_attn_f16_args a = {
+        .n_tokens = u->n, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
+        .n_kv = (int32_t)u->n_kv, .scale = cfg->kq_scale, .oracle_nth = st->oracle_nth,
+        .multi_stream = st->multi_stream,
+        .q = st->q, .q_row = nq, .q_head = hd,
+        .k = (const uint16_t *)bk_kv_cache_k(kv, l), .k_cell = nk, .k_head = hd,
+        .v = (const uint16_t *)bk_kv_cache_v(kv, l), .v_cell = nk, .v_head = hd,
+        .mask = st->mask, .mask_row = st->kv_max,
+        .out = st->att, .out_row = nq, .out_head = hd,
+        .scratch = st->attn_scratch,
+    };
+    bk_attn_f16(&a, ith, nth);
+    if (u->attn_path == BK_ATTN_SPLIT_KV) {
+#pragma omp barrier
+        bk_attn_f16_reduce(&a, ith, nth);
+    }
+}
+
+void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc, int ith, int nth) {
+    const bk_fwd_state *st = u->st;
+    const int F = u->cfg->n_ff;
+    const int64_t a = bk_matmul_split(F, ith, nth), b = bk_matmul_split(F, ith + 1, nth);
+    const int32_t dt = bk_act_type(down->type);
+    const act_view d = down_view(st, c0);
+    const int ds = act_slot(dt);
+    for (int i = 0; i < nc; i++) {
+        const int64_t t = c0 + i;
+        float *h = st->h + t * F;
+        if (b > a) {
+            bk_swiglu_f32(b - a, h + a, st->gate + t * F + a, st->up + t * F + a);
+            bk_act_prepare(dt, h + a, (int32_t)(b - a),
+                           d.base[ds] + (size_t)i * d.col[ds] + bk_act_row_bytes(dt, (int32_t)a));
+        }
+    }
+}
+
+void bk_fwd_head(const bk_ubatch *u, int ith, int nth) {
+    const bk_model_weights *w = u->w;
+    const bk_site S = {.x = u->st->x, .x_row = u->cfg->n_embd, .k = u->cfg->n_embd, .norm = w->output_norm,
+                       .c0 = u->n - 1, .nc = 1, .n_node = 1, .jobs = {{.W = &w->output}}};
+    const act_view v = prep_site(u, &S, 1, ith, nth);
+    const int s = act_slot(bk_act_type(w->output.type));
+    const int64_t a = bk_matmul_split(w->output.m, ith, nth), b = bk_matmul_split(w->output.m, ith + 1, nth);
+    bk_matmul(&w->output, v.base[s], v.col[s], 1, 1, a, b, u->st->logits, u->cfg->n_vocab, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- decode */
+
+int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                  const int32_t *tokens, int32_t n, int32_t pos0) {
+    if (n <= 0 || pos0 < 0 || kv->size > st->kv_max) return BK_FWD_BAD_ARGS;
+    if (cfg->arch < 0 || cfg->arch >= BK_ARCH_COUNT) return BK_FWD_BAD_ARGS;
+    if ((int64_t)pos0 + n > (int64_t)kv->size) return BK_FWD_CACHE_FULL;
+    const bk_ubatch_graph graph = arch_graphs[cfg->arch];
+    const int q8 = kv->type == BK_TYPE_Q8_0;
+    const int rot_k = q8 ? bk_attn_rot_k_size(cfg->head_dim) : 0;
+    for (int32_t u0 = 0; u0 < n; u0 += st->n_ubatch) {
+        const int nu = n - u0 < st->n_ubatch ? n - u0 : st->n_ubatch;
+        for (int t = 0; t < nu; t++) st->pos[t] = pos0 + u0 + t;
+        if (bk_kv_find_slot(&kv->cells, st->pos, (uint32_t)nu, st->idxs) != 0) return BK_FWD_CACHE_FULL;
+        bk_kv_apply_ubatch(&kv->cells, st->idxs, st->pos, (uint32_t)nu);
+        const uint32_t n_kv = bk_kv_n_kv(&kv->cells);
+        const bk_ubatch u = {
+            .cfg = cfg, .w = w, .kv = kv, .st = st, .tokens = tokens + u0, .n = nu, .n_kv = n_kv,
+            .want_logits = u0 + nu == n, .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
+            .attn_path = bk_attn_f16_path_streams(nu, (int32_t)n_kv, cfg->head_dim, st->multi_stream),
+        };
+#pragma omp parallel num_threads(st->nth)
+        graph(&u, omp_get_thread_num(), omp_get_num_threads());
+    }
+    return BK_FWD_OK;
+}

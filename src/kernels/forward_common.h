@@ -1,0 +1,94 @@
+/* The steps the architectures' graphs share (forward_<arch>.c), the ubatch they run on, and the graph table's
+ * declarations. Each step is called by every thread of the ubatch's parallel region with its own ith of nth and
+ * does this thread's share.
+ *
+ * Barriers: a step never ends with one; the graph puts `#pragma omp barrier` where the next step reads what
+ * other threads wrote. A step holds a barrier inside only where its own inputs meet (each says where), so the
+ * count of barriers of a graph is what its file shows plus those.
+ *
+ * Activations: a MUL_MAT site prepares its input columns (RMS norm first, or the Hadamard rotation) in each
+ * activation type its matrices take (bk_act_type), then runs its jobs, each a matrix with its output and an
+ * optional residual added by the kernel (bk_matmul's res). A site of at most two columns prepares them in every
+ * thread privately (no barrier); more: each thread its share into the shared buffers, then a barrier.
+ */
+#ifndef BK_FORWARD_COMMON_H
+#define BK_FORWARD_COMMON_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "forward.h"
+
+/* One ubatch as a graph sees it: made by bk_fwd_decode before the region, read-only inside it. */
+typedef struct bk_ubatch {
+    const bk_model_config *cfg;
+    const bk_model_weights *w;
+    bk_kv_cache *kv;
+    bk_fwd_state *st;        /* st->pos, st->idxs: the ubatch's positions and cells */
+    const int32_t *tokens;   /* [n] */
+    int n;                   /* tokens of the ubatch (columns of its MUL_MAT nodes) */
+    uint32_t n_kv;           /* cells attention runs over (bk_kv_n_kv) */
+    int want_logits;         /* the last ubatch of the decode: its last token is the output */
+    int q8;                  /* the cache is Q8_0 (else F16) */
+    int rot_k;               /* Q8_0 cache: Hadamard size of Q and K (bk_attn_rot_k_size), 0 for no rotation */
+    int rot_out;             /* V and the attention output rotate by 64 (a Q8_0 cache with rot_k) */
+    int attn_path;           /* F16 cache: the flash-attention path (enum bk_attn_path) */
+} bk_ubatch;
+
+/* An architecture's graph of one ubatch (forward_archs.h names one per architecture). */
+typedef void (*bk_ubatch_graph)(const bk_ubatch *u, int ith, int nth);
+#define BK_ARCH(id, name, graph) void graph(const bk_ubatch *u, int ith, int nth);
+#include "forward_archs.h"
+#undef BK_ARCH
+
+/* One MUL_MAT of a site: out = W x (+ res), column c at out + c*out_col (res laid out like out). */
+typedef struct bk_mm_job {
+    const bk_matrix *W;  /* NULL: no job (ends a site's list) */
+    float *out;
+    int64_t out_col;
+    const float *res;    /* NULL or the residual */
+} bk_mm_job;
+
+#define BK_SITE_JOBS 3
+
+/* A MUL_MAT site: the input columns c0 .. c0+nc-1 and the matrices that read them. */
+typedef struct bk_site {
+    const float *x;      /* column c at x + c*x_row, k floats */
+    int64_t x_row;
+    int32_t k;
+    const float *norm;   /* RMS_NORM(x) * norm first (shared columns are normed into the state's h, same rows),
+                          * or NULL */
+    int rotate64;        /* no norm: the Hadamard rotation by 64 first (the Q8_0 cache's attention output) */
+    int64_t c0;
+    int nc;
+    int n_node;          /* columns of the ggml MUL_MAT node: decides the F16/F32 kernels (bk_matmul) */
+    bk_mm_job jobs[BK_SITE_JOBS];
+} bk_site;
+
+/* The ubatch's inputs: x = GET_ROWS(token_embd, tokens) (exact), the KQ mask, the RoPE cos/sin of each position.
+ * By tokens. */
+void bk_fwd_embed(const bk_ubatch *u, int ith, int nth);
+
+/* A site: prepare its columns (a barrier inside when they are shared), then run its jobs, the rows of each split
+ * over the threads (bk_matmul_split). */
+void bk_fwd_site(const bk_ubatch *u, const bk_site *s, int ith, int nth);
+
+/* A site whose columns bk_fwd_swiglu prepared (the down projection): s->x, norm and rotate64 are not read. */
+void bk_fwd_down_site(const bk_ubatch *u, const bk_site *s, int ith, int nth);
+
+/* RoPE NORMAL of q and k, then K and V into the cells of layer l (F16 RNE, or with a Q8_0 cache the Hadamard
+ * rotations and quantize_row_q8_0). F16: each thread ropes and stores the rows it computed in the Q, K, V site
+ * just before (no barrier between them). Q8_0: whole rows are needed, so a barrier first, then by tokens. */
+void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth);
+
+/* att = FLASH_ATTN_EXT(q, K, V, mask, kq_scale) over layer l's cells, heads concatenated: the F16 kernel (its
+ * split-KV path with a barrier between its two phases) or the Q8_0 one. */
+void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth);
+
+/* h = SWIGLU(gate, up) for columns c0 .. c0+nc-1, each thread on the rows of gate/up it computed (its rows start
+ * at a multiple of 32: whole quantization blocks), prepared for the down projection's activation type. */
+void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc, int ith, int nth);
+
+/* logits = output (RMS_NORM(x) * output_norm) for the ubatch's last token. */
+void bk_fwd_head(const bk_ubatch *u, int ith, int nth);
+
+#endif
