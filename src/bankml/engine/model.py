@@ -1,9 +1,11 @@
 """A loaded model and its forward pass: llama.cpp b11192's llama graph on the CPU, bit for bit.
 
-Owns: the hyper-parameters read from the GGUF header (as llama.cpp's loader reads them), the weights as views
-into the file's mmap, the KV caches, the calls into the compiled forward pass (bankml.engine._forward).
-Must not know: tokenizers, templates, sampling, HTTP. Mirrors: src/llama-model.cpp (hparams), src/models/llama.cpp
-(graph), src/llama-context.cpp (decode: ubatches, outputs), src/llama-kv-cache.cpp (cells).
+Owns: the hyper-parameters (`HParams`) and the weights (views into the file's mmap) as the architecture's
+description in bankml.models.arch says to read them, the KV caches, the calls into the compiled forward pass
+(bankml.engine._forward). Must not know: tokenizers, templates, sampling, HTTP; which keys, tensors and graph
+checks an architecture has (its description: the guard and this module read the same one).
+Mirrors: src/llama-model.cpp (hparams), src/models/llama.cpp (graph), src/llama-context.cpp (decode: ubatches,
+outputs), src/llama-kv-cache.cpp (cells).
 
     model = Model.open(path, n_ctx=4096, n_threads=None, oracle_threads=2)
     model.decode(tokens, pos)      # one llama_decode: logits of the last token
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 import mmap
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
 
 import numpy as np
 
-from ..models import gguf, verify
+from ..models import arch, gguf, verify
 from ..errors import ContextFull, InvalidToken, ModelRefused, PositionMismatch
 from . import _forward
 from ._threads import effective_threads
@@ -43,7 +46,8 @@ MULTI_CHOICE_WEIGHTS = frozenset({"Q4_1", "Q8_0"})
 
 @dataclass(frozen=True)
 class HParams:
-    """What the graph needs from the header (llama.cpp's names in comments)."""
+    """What the graph needs from the header, filled from the architecture's description (bankml.models.arch:
+    each field's key and default rule; llama's keys in comments)."""
 
     arch: str
     n_embd: int          # embedding_length
@@ -51,6 +55,7 @@ class HParams:
     n_head: int          # attention.head_count
     n_head_kv: int       # attention.head_count_kv (default n_head)
     head_dim: int        # attention.key_length (default n_embd / n_head)
+    head_dim_v: int      # attention.value_length (default head_dim)
     n_rot: int           # rope.dimension_count (default head_dim)
     n_ff: int            # feed_forward_length
     n_vocab: int         # vocab_size, or the number of tokens
@@ -58,43 +63,31 @@ class HParams:
     rms_eps: float       # attention.layer_norm_rms_epsilon
     rope_freq_base: float  # rope.freq_base (default 10000)
     tied_output: bool    # no output.weight: the head is token_embd
+    extra: Mapping[str, Any] = field(default_factory=dict)  # the description's fields not named above
 
     @property
     def kq_scale(self) -> float:
         return float(np.float32(1.0) / np.sqrt(np.float32(self.head_dim)))
 
 
-def _hparams(h: gguf.GGUFHeader) -> HParams:
-    arch = h.architecture
-    n_embd = int(h.arch_key("embedding_length"))
-    n_head = int(h.arch_key("attention.head_count"))
-    head_dim = int(h.arch_key("attention.key_length", n_embd // n_head))
-    n_vocab = h.arch_key("vocab_size")
-    if n_vocab is None:
-        n_vocab = len(h.get("tokenizer.ggml.tokens", []))
-    return HParams(
-        arch=arch, n_embd=n_embd, n_layer=int(h.arch_key("block_count")), n_head=n_head,
-        n_head_kv=int(h.arch_key("attention.head_count_kv", n_head)), head_dim=head_dim,
-        n_rot=int(h.arch_key("rope.dimension_count", head_dim)), n_ff=int(h.arch_key("feed_forward_length")),
-        n_vocab=int(n_vocab), n_ctx_train=int(h.arch_key("context_length")),
-        rms_eps=float(h.arch_key("attention.layer_norm_rms_epsilon")),
-        rope_freq_base=float(h.arch_key("rope.freq_base", 10000.0)),
-        tied_output="output.weight" not in h.tensors)
+# the fields every description fills (the others of the description go to HParams.extra)
+_OWN_FIELDS = tuple(f.name for f in fields(HParams) if f.name not in ("arch", "tied_output", "extra"))
+# the engine config's fields (the compiled graph's hyper-parameters), then the description's extra fields
+_CONFIG_FIELDS = ("n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_rot", "n_ff", "n_vocab", "rms_eps",
+                  "rope_freq_base")
 
 
-def _check_graph(path: str, hp: HParams) -> None:
-    """What the llama graph asserts (src/models/llama.cpp) and what the kernels need, as refusals."""
-    why = []
-    if hp.arch != "llama":
-        why.append(f"architecture {hp.arch!r}: the engine runs the llama graph only")
-    if hp.n_head % hp.n_head_kv:
-        why.append(f"{hp.n_head} heads are not a multiple of {hp.n_head_kv} KV heads")
-    if hp.n_rot != hp.head_dim:
-        why.append(f"rope.dimension_count {hp.n_rot} differs from the head size {hp.head_dim} (llama.cpp asserts)")
-    if hp.head_dim % 2:
-        why.append(f"head size {hp.head_dim} is odd")
-    if why:
-        raise ModelRefused(path, why)
+def _hparams(desc: arch.Architecture, reading: arch.Reading, h: gguf.GGUFHeader) -> HParams:
+    v = reading.values
+    return HParams(arch=desc.name, tied_output=desc.tied(h.tensors),
+                   extra={k: x for k, x in v.items() if k not in _OWN_FIELDS}, **{k: v[k] for k in _OWN_FIELDS})
+
+
+def _config(hp: HParams) -> dict:
+    config = {k: getattr(hp, k) for k in _CONFIG_FIELDS}
+    config["kq_scale"] = hp.kq_scale
+    config.update(hp.extra)
+    return config
 
 
 def _matrix(f: gguf.GGUFFile, name: str):
@@ -108,6 +101,24 @@ def _vector(f: gguf.GGUFFile, name: str) -> np.ndarray:
     return f.tensor(name)
 
 
+# how a tensor of each role (capabilities.WEIGHT_TYPES) is handed to the compiled graph
+_LOADERS = {"matrix": _matrix, "embedding": _matrix, "vector": _vector}
+
+
+def _weights(desc: arch.Architecture, f: gguf.GGUFFile, n_layer: int) -> dict:
+    """The engine's weights dict from the description's tensor table: each tensor in its slot (per layer in
+    "layers"), an absent tensor replaced by the one it is tied to, an absent optional one left out."""
+    weights: dict = {"layers": [{} for _ in range(n_layer)]}
+    for t in desc.tensors:
+        for i, name in enumerate(t.names(n_layer)):
+            if name not in f.tensors:
+                if t.tied_to is None:
+                    continue
+                name = t.tied_to.replace("{i}", str(i))
+            (weights["layers"][i] if t.per_layer else weights)[t.slot] = _LOADERS[t.role](f, name)
+    return weights
+
+
 class KVCache:
     """One sequence's KV cache (llama-server: one slot's cells): n_ctx cells (a multiple of 256) of K and V for
     every layer, F16 or Q8_0. The cache holds positions 0 .. n_past-1 (cell == position)."""
@@ -117,7 +128,7 @@ class KVCache:
             raise ValueError(f"cache type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}")
         self.n_ctx = n_ctx
         self.cache_type = cache_type
-        self._c = _forward._KVCache(model._llama, n_ctx, cache_type)
+        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type)
 
     @property
     def n_past(self) -> int:
@@ -168,31 +179,16 @@ class Model:
         # the ggml types of the matrices (tensors of 2+ dimensions): which column-count rules the products follow
         self.weight_types = frozenset(gguf.GGMLType(int(ti.type)).name for ti in file.tensors.values()
                                       if len(ti.shape) >= 2)
-        f = file
-        layers = []
-        for i in range(hp.n_layer):
-            b = f"blk.{i}."
-            layers.append({
-                "attn_norm": _vector(f, b + "attn_norm.weight"), "ffn_norm": _vector(f, b + "ffn_norm.weight"),
-                "wq": _matrix(f, b + "attn_q.weight"), "wk": _matrix(f, b + "attn_k.weight"),
-                "wv": _matrix(f, b + "attn_v.weight"), "wo": _matrix(f, b + "attn_output.weight"),
-                "gate": _matrix(f, b + "ffn_gate.weight"), "up": _matrix(f, b + "ffn_up.weight"),
-                "down": _matrix(f, b + "ffn_down.weight")})
-        weights = {
-            "tok_embd": _matrix(f, "token_embd.weight"),
-            "output_norm": _vector(f, "output_norm.weight"),
-            "output": _matrix(f, "token_embd.weight" if hp.tied_output else "output.weight"),
-            "layers": layers,
-        }
-        config = {"n_embd": hp.n_embd, "n_layer": hp.n_layer, "n_head": hp.n_head, "n_head_kv": hp.n_head_kv,
-                  "head_dim": hp.head_dim, "n_rot": hp.n_rot, "n_ff": hp.n_ff, "n_vocab": hp.n_vocab,
-                  "rms_eps": hp.rms_eps, "rope_freq_base": hp.rope_freq_base, "kq_scale": hp.kq_scale}
-        self._llama = _forward._Forward(hp.arch, config, weights, n_ubatch, n_ctx, n_threads, oracle_threads, regroup)
+        desc = arch.ARCHITECTURES[hp.arch]
+        weights = _weights(desc, file, hp.n_layer)
+        config = _config(hp)
+        self._fwd = _forward._Forward(hp.arch, config, weights, n_ubatch, n_ctx, n_threads, oracle_threads,
+                                      regroup)
         if regroup:
             # the Q4_1 / Q8_0 matrices now live in their regrouped copies: the file's pages need not stay
             # resident (the norms and the embedding rows are faulted back in as they are read)
             try:
-                f.buffer().madvise(mmap.MADV_DONTNEED)
+                file.buffer().madvise(mmap.MADV_DONTNEED)
             except (AttributeError, OSError):
                 pass
         self.cache = KVCache(self, n_ctx, cache_type)
@@ -211,8 +207,11 @@ class Model:
         verify.verify(path, progress)
         f = gguf.GGUFFile(path)
         try:
-            hp = _hparams(f.header)
-            _check_graph(path, hp)
+            desc = arch.ARCHITECTURES[f.header.architecture]  # verify played it: a described architecture
+            reading = desc.read(f.header)
+            if reading.reasons:  # the guard's own reasons: nothing reaches here that verify did not play
+                raise ModelRefused(path, reading.reasons)
+            hp = _hparams(desc, reading, f.header)
             if n_ctx is None or n_ctx == 0:
                 n_ctx = hp.n_ctx_train
             if n_ctx < 0:
@@ -268,7 +267,7 @@ class Model:
             raise PositionMismatch(pos, n_past)
         if pos + arr.size > cache.n_ctx:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
-        rc = self._llama.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
+        rc = self._fwd.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
         if rc == 2:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
         if rc != 0:
@@ -288,14 +287,14 @@ class Model:
     def logits(self) -> np.ndarray:
         """float32[n_vocab]: the raw logits of the last decoded token. A view of the engine's buffer, valid until
         the next decode() (copy it to keep it)."""
-        return self._llama.logits_view()
+        return self._fwd.logits_view()
 
     def truncate(self, n: int, cache: KVCache | None = None) -> None:
         """Drop every cached position >= n (llama_memory_seq_rm(seq, n, -1))."""
         (cache or self.cache).truncate(n)
 
     def close(self) -> None:
-        self._llama = None
+        self._fwd = None
         self.cache = None
         if self._file is not None:
             self._file.close()

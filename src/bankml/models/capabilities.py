@@ -1,15 +1,18 @@
 """What bankml's engine can run: the one table the guard (`bankml.models.verify.guard`) checks a model against.
 
-THIS IS A PLAIN DATA TABLE, EDITED BY EVERY PART THAT ADDS SUPPORT. When the forward pass learns a new
-architecture or weight type, or the tokenizer a new model or pre-tokenizer, add it here in the same commit
-(with the tests that show it reproduces llama.cpp b11192); nothing else in bankml keeps its own list. Entries
-are names as they appear in a GGUF file (`general.architecture`, ggml type names such as "Q4_1",
-`tokenizer.ggml.model`, `tokenizer.ggml.pre`).
+THIS IS A PLAIN DATA TABLE, EDITED BY EVERY PART THAT ADDS SUPPORT. When the forward pass learns a new weight
+type, or the tokenizer a new model or pre-tokenizer, add it here in the same commit (with the tests that show
+it reproduces llama.cpp b11192); nothing else in bankml keeps its own list. A new architecture is a description
+in `bankml.models.arch` (docs/architectures.md), shown here as `ARCHITECTURES`. Entries are names as they
+appear in a GGUF file (`general.architecture`, ggml type names such as "Q4_1", `tokenizer.ggml.model`,
+`tokenizer.ggml.pre`).
 
 Owns: the list of supported things. Must not know: how they run (that is bankml.engine / bankml.tokenizer).
 """
 
 from __future__ import annotations
+
+from . import arch
 
 # --- weights -----------------------------------------------------------------------------------------------
 # ggml tensor types the engine can use, per role a tensor plays in the graph.
@@ -25,57 +28,17 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 }
 
 # --- architectures ------------------------------------------------------------------------------------------
-# For each `general.architecture`:
+# The architectures are described in `bankml.models.arch` (one module each: keys, defaults, tensors with their
+# roles and engine slots, the graph's checks), the one place the guard and the engine both read. Shown here as
+# a plain table, for each `general.architecture`:
 #   hparams: keys `{arch}.{suffix}` the file must have, with the GGUF type llama.cpp's loader insists on
 #   optional_hparams: keys read when present, with their type
 #   unsupported: keys the engine cannot honour yet -> the only value accepted (absence is always accepted;
 #                None: any value is refused)
-#   dims: names used by the tensor shapes below, each computed from the hyper-parameters by `bankml.models.verify`:
-#         n_embd, n_vocab, n_ff, n_head, n_head_kv, n_embd_head (key_length, or n_embd / n_head),
-#         n_embd_q (n_embd_head * n_head), n_embd_kv (n_embd_head * n_head_kv), n_rot_half (rope dims / 2)
 #   tensors: tensor name -> (role in WEIGHT_TYPES, shape in ggml order written with dims, required);
 #            "{i}" stands for a layer number 0 .. block_count-1. A tensor not listed here is refused: llama.cpp
 #            refuses a file with tensors its graph does not use.
-ARCHITECTURES: dict[str, dict] = {
-    "llama": {
-        "hparams": {
-            "context_length": "UINT32",
-            "embedding_length": "UINT32",
-            "block_count": "UINT32",
-            "feed_forward_length": "UINT32",
-            "attention.head_count": "UINT32",
-            "attention.layer_norm_rms_epsilon": "FLOAT32",
-        },
-        "optional_hparams": {
-            "attention.head_count_kv": "UINT32",
-            "attention.key_length": "UINT32",
-            "attention.value_length": "UINT32",
-            "rope.dimension_count": "UINT32",
-            "rope.freq_base": "FLOAT32",
-            "vocab_size": "UINT32",
-        },
-        "unsupported": {
-            "expert_count": 0,
-            "rope.scaling.type": "none",
-            "attention.causal": True,
-            "embedding_length_out": None,
-        },
-        "tensors": {
-            "token_embd.weight": ("embedding", ("n_embd", "n_vocab"), True),
-            "output_norm.weight": ("vector", ("n_embd",), True),
-            "output.weight": ("matrix", ("n_embd", "n_vocab"), False),  # absent: tied to token_embd
-            "blk.{i}.attn_norm.weight": ("vector", ("n_embd",), True),
-            "blk.{i}.attn_q.weight": ("matrix", ("n_embd", "n_embd_q"), True),
-            "blk.{i}.attn_k.weight": ("matrix", ("n_embd", "n_embd_kv"), True),
-            "blk.{i}.attn_v.weight": ("matrix", ("n_embd", "n_embd_kv"), True),
-            "blk.{i}.attn_output.weight": ("matrix", ("n_embd_q", "n_embd"), True),
-            "blk.{i}.ffn_norm.weight": ("vector", ("n_embd",), True),
-            "blk.{i}.ffn_gate.weight": ("matrix", ("n_embd", "n_ff"), True),
-            "blk.{i}.ffn_down.weight": ("matrix", ("n_ff", "n_embd"), True),
-            "blk.{i}.ffn_up.weight": ("matrix", ("n_embd", "n_ff"), True),
-        },
-    },
-}
+ARCHITECTURES: dict[str, dict] = {name: a.table() for name, a in arch.ARCHITECTURES.items()}
 
 # --- tokenizers ---------------------------------------------------------------------------------------------
 # `tokenizer.ggml.model` -> the `tokenizer.ggml.pre` names the tokenizer reproduces. A missing pre counts as

@@ -2,8 +2,9 @@
 
 Owns:
 - the guard, `guard(path) -> GuardReport`: from the header alone, play / refuse / need_more, with every reason
-  (malformed header, what llama.cpp itself would refuse, and what bankml's engine cannot run yet according to
-  the table in `bankml.models.capabilities`);
+  (malformed header, what llama.cpp itself would refuse, and what bankml's engine cannot run yet: the
+  architecture's description in `bankml.models.arch`, its keys, tensors and graph checks, and the weight types
+  and tokenizers of `bankml.models.capabilities`);
 - pins, `NAME.gguf.FORK.json`: the bytes and sha256 of a model's files and where they came from, found beside the
   model or in a forks directory (`$BANKML_FORKS`, then the pins shipped with bankml in `bankml/models/forks/`);
 - `verify(path)`: the guard, then the pin; every load runs it.
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import arch
 from . import capabilities as caps
 from ._progress import Progress, ProgressArg
 from ..errors import GGUFError, GGUFTruncated, ModelRefused, PinMismatch
@@ -162,114 +164,39 @@ def _type_groups(tensors: list, why: str) -> str:
 
 
 def _check_model(h: GGUFHeader) -> list[str]:
-    arch = h.get("general.architecture")
-    supported = sorted(caps.ARCHITECTURES)
-    if arch is None:
+    name = h.get("general.architecture")
+    supported = sorted(arch.ARCHITECTURES)
+    if name is None:
         return ["general.architecture is missing"]
-    if not isinstance(arch, str):
+    if not isinstance(name, str):
         return [f"general.architecture is a {h.value_types['general.architecture'].name.lower()}, not a string"]
-    spec = caps.ARCHITECTURES.get(arch)
-    if spec is None:
+    desc = arch.ARCHITECTURES.get(name)
+    if desc is None:
         # without the architecture's tensor roles, check the types against every role's
         any_role = frozenset().union(*caps.WEIGHT_TYPES.values())
         bad = [t for t in h.tensors.values() if t.type.name not in any_role]
-        reasons = [f"architecture {arch!r} is not supported yet (bankml runs: {', '.join(supported)})"]
+        reasons = [f"architecture {name!r} is not supported yet (bankml runs: {', '.join(supported)})"]
         if bad:
             reasons.append(_type_groups(bad, "weight types the engine cannot run yet"))
         return reasons
-    return _check_arch(h, arch, spec)
+    reading = desc.read(h)  # key types, unsupported keys, the graph's checks: the description's own reasons
+    return reading.reasons + _check_tensors(h, desc, reading.n_layer, reading.dims)
 
 
-def _check_arch(h: GGUFHeader, arch: str, spec: dict) -> list[str]:
+def _check_tensors(h: GGUFHeader, desc: arch.Architecture, n_layer: int | None, dims: dict | None) -> list[str]:
     reasons = []
-    hp: dict[str, Any] = {}
-    for table, required in ((spec["hparams"], True), (spec["optional_hparams"], False)):
-        for suffix, want in table.items():
-            key = f"{arch}.{suffix}"
-            if key not in h.metadata:
-                if required:
-                    reasons.append(f"hyper-parameter {key} is missing")
-                continue
-            got = h.value_types[key].name
-            if got == "ARRAY":
-                reasons.append(f"hyper-parameter {key} is given per layer (an array); bankml needs one value")
-            elif got != want:
-                reasons.append(f"hyper-parameter {key} is a {got.lower()}; llama.cpp requires a {want.lower()}")
-            else:
-                hp[suffix] = h.metadata[key]
-    for suffix, only in spec["unsupported"].items():
-        key = f"{arch}.{suffix}"
-        if key in h.metadata and (only is None or h.metadata[key] != only):
-            reasons.append(f"{key} = {h.metadata[key]!r} is not supported yet"
-                           + ("" if only is None else f" (only {only!r})"))
-    dims = _dims(h, hp, reasons)
-    reasons += _check_tensors(h, spec["tensors"], hp.get("block_count"), dims)
-    return reasons
-
-
-def _dims(h: GGUFHeader, hp: dict, reasons: list[str]) -> dict[str, int] | None:
-    """The named dimensions tensor shapes are written in (see capabilities.ARCHITECTURES), or None when the
-    hyper-parameters are missing or inconsistent (the reason is added)."""
-    need = ("embedding_length", "feed_forward_length", "attention.head_count", "block_count")
-    if any(k not in hp for k in need):
-        return None
-    n_embd, n_head = hp["embedding_length"], hp["attention.head_count"]
-    n_head_kv = hp.get("attention.head_count_kv", n_head)
-    if n_head == 0 or n_head_kv == 0 or n_embd == 0 or hp["block_count"] == 0:
-        reasons.append(f"hyper-parameters with a zero: embedding_length {n_embd}, head_count {n_head}, "
-                       f"head_count_kv {n_head_kv}, block_count {hp['block_count']}")
-        return None
-    if n_head % n_head_kv:
-        reasons.append(f"head_count {n_head} is not a multiple of head_count_kv {n_head_kv}")
-        return None
-    if "attention.key_length" in hp:
-        n_embd_head = hp["attention.key_length"]
-    elif n_embd % n_head:
-        reasons.append(f"embedding_length {n_embd} is not a multiple of head_count {n_head}")
-        return None
-    else:
-        n_embd_head = n_embd // n_head
-    if hp.get("attention.value_length", n_embd_head) != n_embd_head:
-        reasons.append(f"attention.value_length {hp['attention.value_length']} differs from the key length "
-                       f"{n_embd_head}; not supported yet")
-    n_rot = hp.get("rope.dimension_count", n_embd_head)
-    if n_rot != n_embd_head:
-        reasons.append(f"rope.dimension_count {n_rot} differs from the head size {n_embd_head}; "
-                       "llama.cpp's llama graph requires them equal")
-    tokens = h.get("tokenizer.ggml.tokens")
-    n_vocab = hp.get("vocab_size", len(tokens) if isinstance(tokens, list) else None)
-    if n_vocab is None:
-        return None
-    return {"n_embd": n_embd, "n_vocab": n_vocab, "n_ff": hp["feed_forward_length"], "n_head": n_head,
-            "n_head_kv": n_head_kv, "n_embd_head": n_embd_head, "n_embd_q": n_embd_head * n_head,
-            "n_embd_kv": n_embd_head * n_head_kv, "n_rot_half": n_rot // 2}
-
-
-def _check_tensors(h: GGUFHeader, table: dict, n_layer: int | None, dims: dict | None) -> list[str]:
-    reasons = []
-    patterns = [(re.compile(re.escape(name).replace(r"\{i\}", r"(\d+)") + r"\Z"), name, spec)
-                for name, spec in table.items()]
-    seen: set[str] = set()
     unknown, bad_type, bad_shape = [], {}, []
     for ti in h.tensors.values():
-        for rx, name, (role, shape, _required) in patterns:
-            m = rx.match(ti.name)
-            if m is None:
-                continue
-            if m.groups():
-                layer = int(m.group(1))
-                if n_layer is not None and (layer >= n_layer or str(layer) != m.group(1)):
-                    break  # a layer the file does not have: unknown
-            seen.add(ti.name)
-            if ti.type.name not in caps.WEIGHT_TYPES[role]:
-                bad_type.setdefault(role, []).append(ti)
-            if dims is not None:
-                want = tuple(dims[d] for d in shape)
-                if ti.shape != want:
-                    bad_shape.append(f"{ti.name!r} {list(ti.shape)} (expected {list(want)})")
-            break
-        if ti.name not in seen:
-            unknown.append(ti.name)
+        t = desc.match(ti.name, n_layer)
+        if t is None:
+            unknown.append(ti.name)  # the graph does not use it, or a layer the file does not have
+            continue
+        if ti.type.name not in caps.WEIGHT_TYPES[t.role]:
+            bad_type.setdefault(t.role, []).append(ti)
+        if dims is not None:
+            want = tuple(dims[d] for d in t.shape)
+            if ti.shape != want:
+                bad_shape.append(f"{ti.name!r} {list(ti.shape)} (expected {list(want)})")
     for role, ts in bad_type.items():
         ok = ", ".join(sorted(caps.WEIGHT_TYPES[role]))
         reasons.append(_type_groups(ts, f"{role} weight types the engine cannot run yet (it runs {ok})"))
@@ -279,14 +206,7 @@ def _check_tensors(h: GGUFHeader, table: dict, n_layer: int | None, dims: dict |
         reasons.append(f"{len(unknown)} tensor{'s' if len(unknown) > 1 else ''} the engine does not use "
                        f"(llama.cpp refuses unused tensors): {_names(unknown)}")
     if n_layer is not None:
-        missing = []
-        for name, (_role, _shape, required) in table.items():
-            if not required:
-                continue
-            for i in range(n_layer) if "{i}" in name else [None]:
-                n = name.replace("{i}", str(i)) if i is not None else name
-                if n not in h.tensors:
-                    missing.append(n)
+        missing = [n for t in desc.tensors if t.required for n in t.names(n_layer) if n not in h.tensors]
         if missing:
             reasons.append(f"{len(missing)} required tensor{'s' if len(missing) > 1 else ''} missing: "
                            f"{_names(missing)}")
