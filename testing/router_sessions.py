@@ -87,10 +87,14 @@ def sessions() -> list[dict]:
         post("/v1/completions", {"model": Q4, "prompt": "Hello", "temperature": 0, "max_tokens": 6}),
         post("/tokenize", {"model": Q4, "content": "hello world"}),
         get("/slots?model=" + Q4), get("/metrics?model=" + Q4), get("/v1/models"),
+        post("/v1/chat/completions", {"model": Q4, "messages": "not a list"}),
+        post("/v1/chat/completions", None, raw="not json"), post("/models/load", None, raw="not json"),
         unload(Q4), wait_status(Q4, "unloaded"), MODELS, unload(Q4),
+        get("/props?model=" + Q8), wait_status(Q8, "loaded"), get("/v1/models"),
     ], router("--models-max", "2"),
         note="router /props, /models, the errors of a request naming no model or an unknown one, load / unload "
-             "and their errors, requests routed to a loaded model")
+             "and their errors, requests routed to a loaded model, a child's own error passed through, bodies that are not "
+             "JSON, GET /props?model= autoloading")
 
     add("router_each_model", [
         chat(Q4), completion(Q4), MODELS,
