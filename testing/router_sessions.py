@@ -143,6 +143,20 @@ def sessions() -> list[dict]:
                 "x.gguf.gguf": FILES[Q4], "notes.txt": None, "empty/readme.md": None},
         note="names: a file's name without .gguf (every occurrence), a sub-folder's name; a symbolic link")
 
+    add("router_sleep_metrics", [
+        load(Q4), wait_status(Q4, "loaded"), wait_status(Q4, "sleeping"), get("/metrics?model=" + Q4), MODELS,
+        get("/props?model=" + Q4), get("/health"), MODELS, post("/tokenize", {"model": Q4, "content": "hi"}),
+        MODELS, get("/metrics?model=" + Q4),
+    ], router("--models-max", "2", "--sleep-idle-seconds", "1", "--metrics"),
+        note="a sleeping child's /metrics and /props (proxied; they do not wake it), /tokenize wakes it")
+
+    add("router_failed_load", [
+        chat("bad"), MODELS, load("bad"), wait_status("bad", "unloaded"), MODELS, unload("bad"),
+        chat("good"), MODELS,
+    ], router("--models-max", "2"), layout={"bad.gguf": None, "good.gguf": FILES[Q4]},
+        note="a model whose child fails to load (an empty .gguf): the request's error, /models' failed and "
+             "exit_code")
+
     add("sleep_single", [
         get("/props"), wait_props("is_sleeping", True), get("/health"), get("/models"), get("/v1/models"),
         get("/props"), get("/metrics"), get("/props"),
