@@ -32,7 +32,6 @@ sys.path.insert(0, str(REPO / "tests"))
 from testing import router_sessions  # noqa: E402
 from testing.oracle import LlamaServer, models_dir as source_dir, oracle_bin  # noqa: E402
 import router_replay as rr  # noqa: E402
-import server_replay as sr  # noqa: E402
 
 OUT = REPO / "tests" / "oracle" / "router"
 SCRATCH = Path(os.environ.get("ROUTER_SCRATCH", "/work/scratch/router-oracle"))
@@ -57,12 +56,10 @@ def play(session: dict, port: int) -> list[dict]:
         os.environ["LLAMA_CACHE"] = str(Path(tmp) / "empty-cache")
         log = str(SCRATCH / f"{session['name']}-{port}.log")
         with Server(rr.argv(session["flags"], mdir, model), port, log) as srv:
-            for step in session["steps"]:
-                t = time.time()
-                ans = rr.substitute_paths(rr.step_answer(srv.port, step), mdir, model, program)
-                key = "wait" if "wait" in step else "request"
-                steps.append({key: step[key] if key == "wait" else step, "answer": ans,
-                              "seconds": round(time.time() - t, 2)})
+            answers = rr.run_steps(srv.port, session["steps"])
+        for step, (ans, seconds) in zip(session["steps"], answers):
+            rec = dict(step) if any(k in step for k in ("wait", "spawn", "join", "pause")) else {"request": step}
+            steps.append({**rec, "answer": rr.substitute_paths(ans, mdir, model, program), "seconds": seconds})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return steps
@@ -71,8 +68,8 @@ def play(session: dict, port: int) -> list[dict]:
 def unstable(a: list[dict], b: list[dict]) -> list[str]:
     out = []
     for i, (x, y) in enumerate(zip(a, b)):
-        what = rr.describe(x.get("request") or {"wait": x["wait"]})
-        for d in sr.differences(rr.normalize_router(x["answer"]), rr.normalize_router(y["answer"])):
+        what = rr.describe(rr.step_of(x))
+        for d in rr.compare(x["answer"], y["answer"]):
             out.append(f"step {i} {what}: {d}")
         if x["answer"].get("timed_out") or y["answer"].get("timed_out"):
             out.append(f"step {i} {what}: timed out")
@@ -127,7 +124,7 @@ def main() -> None:
             if problems:
                 print(f"UNSTABLE {sess['name']}: left out\n  " + "\n  ".join(p[:400] for p in problems[:8]))
                 continue
-        statuses = [s["answer"]["status"] for s in steps]
+        statuses = [s["answer"].get("status", "-") for s in steps]
         print(f"{sess['name']}: {len(steps)} steps, statuses {statuses}, {time.time() - t:.1f} s", flush=True)
         out.append(rec)
     OUT.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,9 @@ Q4_1 file) and a list of steps sent in order. A step is a request dict, as in te
 wait: {"wait": {"model": NAME, "status": VALUE}} polls GET /models until the entry of NAME has that
 status.value, {"wait": {"props": FIELD, "value": V}} polls GET /props until its FIELD is V (in single-model mode
 GET /props bypasses sleep, so polling it does not keep the server awake). A wait is recorded with the last
-answer it polled; a replay polls the same way and compares that answer.
+answer it polled; a replay polls the same way and compares that answer. {"spawn": request} sends a request on
+a thread of its own (to keep a model busy), {"join": i} waits for the one spawned at step i, {"pause": s}
+sleeps (tests/router_replay.run_steps).
 
 Everything is greedy (temperature 0) and at most 16 tokens.
 """
@@ -149,6 +151,16 @@ def sessions() -> list[dict]:
         MODELS, get("/metrics?model=" + Q4),
     ], router("--models-max", "2", "--sleep-idle-seconds", "1", "--metrics"),
         note="a sleeping child's /metrics and /props (proxied; they do not wake it), /tokenize wakes it")
+
+    busy = chat(Q4, "Write a long story about a dragon.", max_tokens=160)
+    add("router_busy", [
+        load(Q4), wait_status(Q4, "loaded"), {"spawn": busy}, {"pause": 0.5},
+        load(Q8), MODELS, chat(Q8), {"join": 2}, MODELS,
+        load(F16), unload(F16), wait_status(F16, "unloaded"), MODELS,
+    ], router("--models-max", "1"),
+        note="--models-max 1 with the running model busy (a 160-token generation spawned): /models/load of "
+             "another is refused, a request for another waits until the busy one ends, then evicts it; a "
+             "model unloaded while still loading (killed: failed, exit_code)")
 
     add("router_failed_load", [
         chat("bad"), MODELS, load("bad"), wait_status("bad", "unloaded"), MODELS, unload("bad"),

@@ -9,7 +9,9 @@ is only what router sessions need:
   file name}, "->name" a symbolic link, None an empty file), hard links to the files of `source` (copies when
   linking fails).
 - `step_answer(port, step)`: a request sent, or a wait ({"wait": {"model", "status"}} polls GET /models,
-  {"wait": {"props", "value"}} polls GET /props) answered with the last answer polled.
+  {"wait": {"props", "value"}} polls GET /props) answered with the last answer polled; `run_steps(port,
+  steps)` plays a whole session, with requests spawned on a thread of their own and joined later (a model
+  kept busy) and pauses.
 - `normalize_router(answer)`: server_replay.normalize, then in every /models entry's `status.args` the
   program (args[0], written `$BIN`) and a child's port (the value after --port, written `<port>` unless 0)
   blanked. Paths are written `$MODELS_DIR` and `$MODEL` before that (`substitute_paths`), by the recorder as by
@@ -131,9 +133,56 @@ def step_answer(port: int, step: dict, timeout: float = WAIT_TIMEOUT) -> dict:
 
 
 def describe(step: dict) -> str:
-    if "wait" in step:
-        return "wait " + json.dumps(step["wait"])
+    for kind in ("wait", "spawn", "join", "pause"):
+        if kind in step:
+            return f"{kind} " + json.dumps(step[kind])[:200]
     return f"{step['method']} {step['path']}"
+
+
+def step_of(record: dict) -> dict:
+    """The step a recorded step was played from (its record without the answer)."""
+    return record["request"] if "request" in record else {k: v for k, v in record.items()
+                                                          if k not in ("answer", "seconds")}
+
+
+def run_steps(port: int, steps: list[dict]) -> list[tuple[dict, float]]:
+    """Plays steps in order: (answer, seconds) for each. Besides requests and waits, {"spawn": request} sends
+    the request on a thread of its own (the session goes on at once; the step's answer is the one that
+    request gets), {"join": i} waits until the request spawned at step i has its answer (answered
+    {"joined": i}), {"pause": s} sleeps s seconds (answered {"paused": s})."""
+    import threading
+    out: list = [None] * len(steps)
+    threads = {}
+    for i, step in enumerate(steps):
+        t = time.time()
+        if "spawn" in step:
+            def bg(i=i, req=step["spawn"], t=t):
+                out[i] = (sr.answer_record(*sr.send(port, req)), round(time.time() - t, 2))
+            threads[i] = threading.Thread(target=bg, daemon=True)
+            threads[i].start()
+            continue
+        if "join" in step:
+            threads.pop(step["join"]).join(WAIT_TIMEOUT * 5)
+            ans = {"joined": step["join"]}
+        elif "pause" in step:
+            time.sleep(step["pause"])
+            ans = {"paused": step["pause"]}
+        else:
+            ans = step_answer(port, step)
+        out[i] = (ans, round(time.time() - t, 2))
+    for th in threads.values():
+        th.join(WAIT_TIMEOUT * 5)
+    return out
+
+
+def compare(want: dict, got: dict) -> list[str]:
+    """What differs between a recorded answer and another (both with paths substituted)."""
+    if "status" not in want or "status" not in got:   # join / pause
+        return [] if want == got else [f"{got!r} != {want!r}"]
+    diffs = sr.differences(normalize_router(want), normalize_router(got))
+    if want.get("timed_out") != got.get("timed_out"):
+        diffs.append(f"timed out: {got.get('timed_out')} != {want.get('timed_out')}")
+    return diffs
 
 
 def replay_router(session: dict, source: str | os.PathLike, model: str | None = None) -> list[str]:
@@ -144,15 +193,12 @@ def replay_router(session: dict, source: str | os.PathLike, model: str | None = 
     problems = []
     try:
         mdir = models_dir(session.get("layout") or {}, source, Path(tmp) / "models")
+        steps = [step_of(st) for st in session["steps"]]
         with sr.BankmlServe(argv(session["flags"], mdir, model)) as srv:
-            for i, st in enumerate(session["steps"]):
-                step = st.get("request") or {"wait": st["wait"]}
-                got = substitute_paths(step_answer(srv.port, step), mdir, model)
-                want = st["answer"]
-                diffs = sr.differences(normalize_router(want), normalize_router(got))
-                if want.get("timed_out") != got.get("timed_out"):
-                    diffs.append(f"timed out: {got.get('timed_out')} != {want.get('timed_out')}")
-                problems += [f"step {i} {describe(step)}: {d}" for d in diffs]
+            answers = run_steps(srv.port, steps)
+        for i, (st, (got, _)) in enumerate(zip(session["steps"], answers)):
+            problems += [f"step {i} {describe(steps[i])}: {d}"
+                         for d in compare(st["answer"], substitute_paths(got, mdir, model))]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return problems
