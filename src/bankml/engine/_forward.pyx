@@ -83,7 +83,6 @@ cdef class _Forward:
     cdef bint have_state
     cdef bint is_packed
     cdef object keep      # the numpy views the weight pointers point into (and through them the mmap)
-    cdef object _logits
     cdef readonly str arch
 
     def __cinit__(self):
@@ -146,11 +145,6 @@ cdef class _Forward:
             raise ValueError(f"bad state arguments (n_ubatch {n_ubatch}, kv_max {kv_max}, threads {n_threads}, "
                              f"oracle threads {oracle_threads})")
         self.have_state = True
-        cdef cnp.npy_intp dims[1]
-        dims[0] = self.cfg.n_vocab
-        arr = cnp.PyArray_SimpleNewFromData(1, dims, cnp.NPY_FLOAT32, <void *>self.st.logits)
-        cnp.set_array_base(arr, self)
-        self._logits = arr
 
     def __dealloc__(self):
         if self.have_state:
@@ -180,7 +174,14 @@ cdef class _Forward:
         return self.st.oracle_nth
 
     def logits_view(self):
-        return self._logits
+        """float32[n_vocab] over the state's logits buffer, keeping this object alive. Made on each call: an array
+        kept here would be a reference cycle through an ndarray (which the garbage collector cannot see), and the
+        model, its weights and its mapping would never be freed."""
+        cdef cnp.npy_intp dims[1]
+        dims[0] = self.cfg.n_vocab
+        arr = cnp.PyArray_SimpleNewFromData(1, dims, cnp.NPY_FLOAT32, <void *>self.st.logits)
+        cnp.set_array_base(arr, self)
+        return arr
 
     def decode(self, _KVCache cache, tokens, int pos, bint multi_stream=False):
         """One llama_decode; returns the status (0 ok, 2 cache full). tokens: int32 array, validated by the caller.
