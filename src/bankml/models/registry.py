@@ -40,6 +40,9 @@ _FIRST_SHARD = "-00001-of-"
 #: a weight type at the end of a model name: "-q4_1", "-Q4_K_M", ".f16", "-bf16", "-iq4_xs", "-mxfp4_moe"
 _WEIGHT_SUFFIX = re.compile(r"[-._](?:f32|f16|bf16|q\d(?:_[0-9a-z]+)*|iq\d(?:_[0-9a-z]+)*|tq\d_\d|mxfp4(?:_moe)?"
                             r"|nvfp4)\Z", re.IGNORECASE)
+#: working folders in a models directory that hold no model of their own: `derived/` keeps the test suite's
+#: conversions (tests/test_engine_oracle.py); llama-server would list it as a model named "derived"
+_WORK_DIRS = frozenset({"derived"})
 #: partial downloads and temporary files (besides hidden names, which are all skipped)
 _TEMP_SUFFIXES = (".tmp", ".part", ".partial", ".download", ".crdownload", ".incomplete")
 
@@ -162,7 +165,7 @@ class Registry:
                     continue
                 p = root / n
                 if p.is_dir():
-                    model = _subdir_model(p)
+                    model = None if n in _WORK_DIRS else _subdir_model(p)
                     if model is None:
                         continue
                     name = n
