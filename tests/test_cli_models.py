@@ -13,6 +13,7 @@ from bankml import cli
 from bankml.models import verify
 from bankml.models.gguf import GGMLType, ValueType
 from gguf_writer import tiny_llama
+from test_registry import dirs, tiny  # noqa: F401 (dirs is a fixture)
 
 PROV = {"how": "written by tests/test_cli_models.py"}
 
@@ -21,22 +22,6 @@ def run(capsys, *argv) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-@pytest.fixture
-def dirs(tmp_path, monkeypatch):
-    models, forks = tmp_path / "models", tmp_path / "forks"
-    models.mkdir()
-    forks.mkdir()
-    monkeypatch.setenv("BANKML_MODELS", str(models))
-    monkeypatch.setenv("BANKML_FORKS", str(forks))
-    return models, forks
-
-
-def tiny(path: Path, **kw) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(tiny_llama(**kw))
-    return path
 
 
 def test_human_size():

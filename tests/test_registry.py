@@ -19,6 +19,7 @@ PROV = {"how": "written by tests/test_registry.py"}
 
 @pytest.fixture
 def dirs(tmp_path, monkeypatch):
+    """Empty models and forks directories, set as $BANKML_MODELS and $BANKML_FORKS."""
     models, forks = tmp_path / "models", tmp_path / "forks"
     models.mkdir()
     forks.mkdir()
@@ -27,9 +28,10 @@ def dirs(tmp_path, monkeypatch):
     return models, forks
 
 
-def tiny(path: Path, n_layer: int = 2) -> Path:
+def tiny(path: Path, **kw) -> Path:
+    """A tiny llama file the guard plays at `path` (tiny_llama's arguments: n_layer=1 makes another size)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(tiny_llama(n_layer=n_layer))
+    path.write_bytes(tiny_llama(**kw))
     return path
 
 
