@@ -281,8 +281,9 @@ def _get_json(url: str, api_key: str | None, timeout: float):
     req = urllib.request.Request(url, headers={"Accept": "application/json"})
     if api_key:
         req.add_header("Authorization", f"Bearer {api_key}")
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the server itself, never a proxy
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with direct.open(req, timeout=timeout) as r:
             body = r.read()
     except urllib.error.HTTPError as e:
         if e.code == 401:

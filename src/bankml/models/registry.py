@@ -207,12 +207,7 @@ class Registry:
         if any(_skipped(part) for part in rel.parts):
             return None
         model = root / rel
-        try:
-            inside = os.path.commonpath([os.path.realpath(model.parent), os.path.realpath(root)]) == \
-                os.path.realpath(root)
-        except ValueError:
-            return None
-        return model if inside and model.is_file() else None
+        return model if _inside(model, root) and model.is_file() else None
 
     def reload(self) -> None:
         """Scan the directories again and keep the result."""
@@ -344,8 +339,7 @@ def pinned_state(entry: Entry) -> str:
         if not mine and entry.source == SOURCE_PIN:
             mine = pin["files"][:1]
         return "yes" if mine and mine[0]["bytes"] == entry.size else "mismatch"
-    dirs = [entry.path.parent] + [d for d in verify.forks_dirs() if Path(d) != entry.path.parent]
-    return "by-content?" if verify.single_file_pins(entry.size, dirs) else "no"
+    return "by-content?" if verify.single_file_pins(entry.size, verify.content_pin_dirs(entry.path)) else "no"
 
 
 def describe(reg: Registry) -> list[dict]:

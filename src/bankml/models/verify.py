@@ -417,9 +417,10 @@ def single_file_pins(size: int, dirs) -> list[tuple[Path, dict, dict]]:
     return out
 
 
-def find_pin_by_sha256(sha256: str, size: int, dirs) -> tuple[Path, dict, dict] | None:
-    """The first single-file pin in `dirs` (in order) that lists a file of this sha256 and byte count."""
-    for p, pin, entry in single_file_pins(size, dirs):
+def find_pin_by_sha256(sha256: str, size: int, dirs, candidates=None) -> tuple[Path, dict, dict] | None:
+    """The first single-file pin in `dirs` (in order) that lists a file of this sha256 and byte count
+    (`candidates`: `single_file_pins(size, dirs)` when the caller has it already)."""
+    for p, pin, entry in single_file_pins(size, dirs) if candidates is None else candidates:
         if entry["sha256"] == sha256:
             return p, pin, entry
     return None
@@ -432,9 +433,10 @@ def find_pin_by_content(path: str | os.PathLike, progress: ProgressArg = None) -
     path = os.fspath(path)
     dirs = content_pin_dirs(path)
     size = os.path.getsize(path)
-    if not single_file_pins(size, dirs):
+    candidates = single_file_pins(size, dirs)
+    if not candidates:
         return None
-    return find_pin_by_sha256(sha256_file(path, progress), size, dirs)
+    return find_pin_by_sha256(sha256_file(path, progress), size, dirs, candidates)
 
 
 def pin_command(path: str | os.PathLike) -> str:
