@@ -1,4 +1,5 @@
-"""The `bankml` command: guard, sha256, pin, verify and pull models; `--version` prints the build facts.
+"""The `bankml` command: guard, sha256, pin, verify and pull models; list and rm them in the models directory;
+ps asks a running bankml-serve what it holds; `--version` prints the build facts.
 
 Adding a subcommand from another module (tokenize, chat-template, quantize, ...):
 
@@ -81,6 +82,28 @@ def add_parser(subparsers) -> None:
     p.add_argument("--list", action="store_true", help="list the models bankml can pull")
     p.set_defaults(func=_run_pull)
 
+    p = subparsers.add_parser("list", aliases=["ls"], help="list the models in the models directory",
+                              description="One row a model of $BANKML_MODELS (default ~/.local/share/bankml/"
+                                          "models), named as llama-server --models-dir names them: NAME, SIZE, "
+                                          "TYPE (general.file_type), PINNED (yes: a pin has its name and size; "
+                                          "mismatch: its size differs; by-content?: a pin of another name lists "
+                                          "its size, checked by sha256 at load; no), STATUS (playable, or the "
+                                          "guard's first reason). Reads headers only; nothing is hashed.")
+    p.add_argument("--json", action="store_true", help="print the models as JSON")
+    p.set_defaults(func=_run_list)
+
+    p = subparsers.add_parser("rm", help="remove models (and the pins beside them) from the models directory")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.set_defaults(func=_run_rm)
+
+    p = subparsers.add_parser("ps", help="what a running bankml-serve holds: its models and their status")
+    p.add_argument("--url", default="http://127.0.0.1:8080", help="the server (default %(default)s)")
+    p.add_argument("--api-key", default=os.environ.get("LLAMA_API_KEY"),
+                   help="sent as a Bearer token (default $LLAMA_API_KEY)")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for an answer (default 5)")
+    p.add_argument("--json", action="store_true", help="print the models as JSON")
+    p.set_defaults(func=_run_ps)
+
 
 def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False))
@@ -155,7 +178,8 @@ def _run_verify(args) -> int:
         if args.json:
             _print_json(report.to_dict())
         else:
-            print(f"verified: {args.file} (sha256 {report.sha256}, pin {report.pin_path})")
+            how = f", matched by sha256: the pinned {report.pinned_as}" if report.by_content else ""
+            print(f"verified: {args.file} (sha256 {report.sha256}, pin {report.pin_path}{how})")
         return EXIT_OK
     if args.json:
         _print_json({"path": args.file, "verdict": verdict, "reasons": reasons})
@@ -188,6 +212,129 @@ def _run_pull(args) -> int:
     if report.verdict != verify.PLAY:
         _err(f"note: {path.name} is pulled, but bankml cannot run it yet: " + "; ".join(report.reasons))
     print(path)
+    return EXIT_OK
+
+
+# --- the registry: list, rm, ps -------------------------------------------------------------------------------
+
+def human_size(n: int) -> str:
+    """Bytes as Ollama shows them (decimal units): "98 MB", "1.5 GB", "512 B"."""
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= scale:
+            v = n / scale
+            return f"{int(v)} {unit}" if v >= 10 or v == int(v) else f"{v:.1f} {unit}"
+    return f"{n} B"
+
+
+def _table(rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("    ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def _run_list(args) -> int:
+    from .models import registry
+
+    rows = registry.describe(registry.Registry())
+    if args.json:
+        _print_json(rows)
+        return EXIT_OK
+    table = [["NAME", "SIZE", "TYPE", "PINNED", "STATUS"]]
+    for r in rows:
+        status = r["status"] if len(r["status"]) <= 72 else r["status"][:71] + "…"
+        table.append([r["name"], human_size(r["size"]), r["type"] or "-", r["pinned"], status])
+    _table(table)
+    return EXIT_OK
+
+
+def _run_rm(args) -> int:
+    from .models import registry
+
+    reg = registry.Registry()
+    targets = []
+    for name in args.names:
+        try:
+            targets.append(registry.removable(reg, name))
+        except registry.RegistryError as e:
+            _err(f"rm: {e}")
+            return EXIT_UNREADABLE  # nothing is removed when one name is wrong
+    code = EXIT_OK
+    for name, entry in zip(args.names, targets):
+        try:
+            registry.remove(entry)
+        except OSError as e:
+            _err(f"rm {name}: {e.strerror or e}")
+            code = EXIT_UNREADABLE
+            continue
+        print(f"deleted '{entry.name}'")
+    return code
+
+
+class _Unreachable(Exception):
+    pass
+
+
+def _get_json(url: str, api_key: str | None, timeout: float):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the server itself, never a proxy
+    try:
+        with direct.open(req, timeout=timeout) as r:
+            body = r.read()
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            raise _Unreachable(f"{url}: 401 Unauthorized (give the server's key with --api-key or "
+                               "$LLAMA_API_KEY)") from None
+        raise _Unreachable(f"{url}: HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise _Unreachable(f"no server answers at {url}: {reason}") from None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise _Unreachable(f"{url} did not answer JSON: is it a bankml-serve or llama-server?") from None
+
+
+def server_models(url: str, api_key: str | None = None, timeout: float = 5.0) -> list[dict]:
+    """What a running bankml-serve (or llama-server) holds: [{"name", "status"}]. In router mode, GET /models
+    gives each model's `status.value`; those not unloaded (nor just downloaded) are listed. A single-model server
+    holds its one model: "sleeping" when GET /props says `is_sleeping`, else "loaded". Raises _Unreachable."""
+    base = url.rstrip("/")
+    models = _get_json(base + "/models", api_key, timeout)
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        raise _Unreachable(f"{base}/models did not list models (no \"data\" array)")
+    if any(isinstance(m, dict) and isinstance(m.get("status"), dict) for m in data):  # the router
+        rows = []
+        for m in data:
+            st = m.get("status") if isinstance(m, dict) else None
+            value = st.get("value") if isinstance(st, dict) else None
+            if value and value not in ("unloaded", "downloaded"):
+                rows.append({"name": str(m.get("id")), "status": str(value)})
+        return rows
+    try:
+        props = _get_json(base + "/props", api_key, timeout)
+    except _Unreachable:
+        props = {}
+    sleeping = isinstance(props, dict) and props.get("is_sleeping") is True
+    return [{"name": str(m.get("id")), "status": "sleeping" if sleeping else "loaded"}
+            for m in data if isinstance(m, dict)]
+
+
+def _run_ps(args) -> int:
+    try:
+        rows = server_models(args.url, args.api_key, args.timeout)
+    except _Unreachable as e:
+        _err(f"ps: {e}")
+        return EXIT_UNREADABLE
+    if args.json:
+        _print_json(rows)
+        return EXIT_OK
+    _table([["NAME", "STATUS"]] + [[r["name"], r["status"]] for r in rows])
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ Owns:
   and tokenizers of `bankml.models.capabilities`);
 - pins, `NAME.gguf.FORK.json`: the bytes and sha256 of a model's files and where they came from, found beside the
   model or in a forks directory (`$BANKML_FORKS`, then the pins shipped with bankml in `bankml/models/forks/`);
+  a file no pin names is found by content: a single-file pin listing its size and sha256 (a renamed copy);
 - `verify(path)`: the guard, then the pin; every load runs it.
 Must not know: how a model runs (bankml.engine) or where models come from (bankml.models.pull).
 Mirrors: ggml/src/gguf.cpp (data layout) and src/llama-model-loader.cpp (key types, tensor set) of b11192.
@@ -19,6 +20,7 @@ import json
 import mmap
 import os
 import re
+import shlex
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -361,7 +363,9 @@ def pin(path: str | os.PathLike, provenance: dict, progress: ProgressArg = None)
 
 @dataclass
 class VerifyReport:
-    """A file the guard plays and whose bytes match its pin."""
+    """A file the guard plays and whose bytes match its pin. `pinned_as` is the file name the pin lists;
+    `by_content` is True when no pin has this file's name and the pin was found by its sha256 and size (a renamed
+    copy of a pinned model)."""
 
     path: str
     guard: GuardReport
@@ -369,20 +373,94 @@ class VerifyReport:
     sha256: str
     bytes: int
     provenance: dict
+    pinned_as: str = ""
+    by_content: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "verdict": "verified", "guard": self.guard.to_dict(),
-                "pin": self.pin_path, "sha256": self.sha256, "bytes": self.bytes, "provenance": self.provenance}
+                "pin": self.pin_path, "sha256": self.sha256, "bytes": self.bytes, "provenance": self.provenance,
+                "pinned_as": self.pinned_as or os.path.basename(self.path),
+                "pin_match": "sha256" if self.by_content else "name"}
+
+
+def pin_files(dirs) -> list[Path]:
+    """Every `*.FORK.json` directly in these directories (hidden and temporary files skipped), in order: directory
+    by directory, by name within each; a directory that does not exist is skipped."""
+    out: list[Path] = []
+    for d in dirs:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        out += [Path(d) / n for n in names if n.endswith(PIN_SUFFIX) and not n.startswith(".")
+                and os.path.isfile(os.path.join(d, n))]
+    return out
+
+
+def content_pin_dirs(path: str | os.PathLike) -> list[Path]:
+    """Where a pin is looked for by content: the file's own directory, then the forks directories."""
+    own = Path(os.path.dirname(os.path.abspath(os.fspath(path))))
+    return [own] + [d for d in forks_dirs() if os.path.abspath(d) != str(own)]
+
+
+def single_file_pins(size: int, dirs) -> list[tuple[Path, dict, dict]]:
+    """The valid single-file pins in `dirs` whose one entry has `size` bytes: (pin path, pin, entry). Invalid pins
+    are passed over (they are reported when a file of their own name is verified)."""
+    out = []
+    for p in pin_files(dirs):
+        try:
+            pin = load_pin(p)
+        except PinMismatch:
+            continue
+        if len(pin["files"]) == 1 and pin["files"][0]["bytes"] == size:
+            out.append((p, pin, pin["files"][0]))
+    return out
+
+
+def find_pin_by_sha256(sha256: str, size: int, dirs, candidates=None) -> tuple[Path, dict, dict] | None:
+    """The first single-file pin in `dirs` (in order) that lists a file of this sha256 and byte count
+    (`candidates`: `single_file_pins(size, dirs)` when the caller has it already)."""
+    for p, pin, entry in single_file_pins(size, dirs) if candidates is None else candidates:
+        if entry["sha256"] == sha256:
+            return p, pin, entry
+    return None
+
+
+def find_pin_by_content(path: str | os.PathLike, progress: ProgressArg = None) -> tuple[Path, dict, dict] | None:
+    """A pin that lists this file's bytes under another name: a single-file pin beside the file (same directory),
+    in a forks directory or shipped with bankml whose entry has this file's size and sha256. The file is hashed
+    only when some pin lists its size. Returns (pin path, pin, entry) or None."""
+    path = os.fspath(path)
+    dirs = content_pin_dirs(path)
+    size = os.path.getsize(path)
+    candidates = single_file_pins(size, dirs)
+    if not candidates:
+        return None
+    return find_pin_by_sha256(sha256_file(path, progress), size, dirs, candidates)
+
+
+def pin_command(path: str | os.PathLike) -> str:
+    """The command that pins a local file (what an unpinned file's refusal tells the user to run)."""
+    return f"bankml pin {shlex.quote(os.fspath(path))}"
 
 
 def check_pin(path: str | os.PathLike, progress: ProgressArg = None) -> tuple[Path, dict, dict]:
-    """Check a file's bytes against its pin. Returns (pin path, pin, this file's entry); raises PinMismatch."""
+    """Check a file's bytes against its pin. Returns (pin path, pin, this file's entry); raises PinMismatch.
+
+    The pin is the one of the file's name (`find_pin`); when there is none, a single-file pin that lists the
+    file's size and sha256 under another name (`find_pin_by_content`): a file whose bytes are a pinned model's is
+    that model, whatever it is called. The entry returned is then the pin's, naming the pinned file."""
     path = os.fspath(path)
     pin_path = find_pin(path)
     if pin_path is None:
+        found = find_pin_by_content(path, progress)
+        if found is not None:
+            return found
         looked = [str(pin_path_beside(path))] + [str(d) for d in forks_dirs()]
         raise PinMismatch(path, f"no pin ({os.path.basename(path)}{PIN_SUFFIX}) found; looked in: "
-                                + ", ".join(looked) + "; `bankml pin` writes one")
+                                + ", ".join(looked) + "; and no single-file pin there lists its size and sha256; "
+                                f"`{pin_command(path)}` pins it (--package, --package-version and --how "
+                                "record where it came from)")
     p = load_pin(pin_path)
     base = os.path.dirname(os.path.abspath(path))
     mine = None
@@ -413,5 +491,7 @@ def verify(path: str | os.PathLike, progress: ProgressArg = None) -> VerifyRepor
     report = guard(path)
     if report.verdict != PLAY:
         raise ModelRefused(path, report.reasons, report.verdict)
+    by_content = find_pin(path) is None
     pin_path, p, entry = check_pin(path, progress)
-    return VerifyReport(path, report, str(pin_path), entry["sha256"], entry["bytes"], p["provenance"])
+    return VerifyReport(path, report, str(pin_path), entry["sha256"], entry["bytes"], p["provenance"],
+                        os.path.basename(entry["path"]), by_content)
