@@ -21,8 +21,7 @@ CHAT = {"messages": [{"role": "user", "content": "Name three colors."}], "temper
 def client(smollm2_path):
     app = build_app(["-m", str(smollm2_path), "-c", "1024", "-np", "1", "--metrics", "--slot-save-path", "/tmp/"])
     with TestClient(app) as c:
-        yield c
-    app.state.ctx.close()
+        yield c                       # leaving the client runs the lifespan's shutdown: the model closes
 
 
 def _events(r) -> list:

@@ -18,7 +18,9 @@ key check and the body limit.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import os
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,6 +33,8 @@ from .api import info as info_api, template as template_api, tokenize as tokeniz
 from .context import ServerContext
 from .flags import ServerConfig, parse_flags
 from .http import LlamaHTTP, Refusal, error_response, not_found
+from .residency import Residency
+from .routing import ModelScope, context_of
 
 log = logging.getLogger("bankml.server")
 
@@ -56,7 +60,7 @@ def _not_supported(message: str):
 
 
 async def _infill(request: Request) -> Response:
-    h = request.app.state.ctx.header
+    h = context_of(request).header
     err = "".join(f"{what} token is missing. " for key, what in (("prefix", "prefix"), ("suffix", "suffix"),
                                                                   ("middle", "middle"))
                   if h.get({"prefix": "tokenizer.ggml.fim_pre_token_id", "suffix": "tokenizer.ggml.fim_suf_token_id",
@@ -81,10 +85,15 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
     Route("/chat/completions/input_tokens", template_api.input_tokens, methods=["POST"])]
 
 
-def _routes():
+def _routes(router: bool = False):
     from .api import completion as completion_api, slots as slots_api, stream_sessions
     from .agent import cors_proxy, tools
-    return (info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
+    if router:
+        from .api import router as router_api
+        first = router_api.routes
+    else:
+        first = []
+    return (first + info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
             + slots_api.routes + stream_sessions.routes + cors_proxy.routes + tools.routes + other_routes)
 
 
@@ -100,38 +109,78 @@ def _json_error(raw: bytes) -> Response:
 def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None,
               cfg: ServerConfig | None = None) -> Starlette:
     """The app for llama-server-style `argv` (or a parsed `cfg`, or a loaded `ctx`). Nothing is loaded here: the
-    app's lifespan loads the model (unless `ctx` is given), starts the slots and the worker thread, and on
-    shutdown closes what it loaded (a given `ctx` stays its owner's to close)."""
+    app's lifespan loads the model (unless `ctx` is given, or in router mode, where models load on demand), makes
+    the residency (bankml.server.residency) that holds it, and on shutdown closes what it loaded (a given `ctx`
+    stays its owner's to close)."""
     from .agent import tools
     from .api.stream_sessions import StreamSessions
     cfg = ctx.cfg if ctx is not None else (cfg if cfg is not None else parse_flags(list(argv or [])))
     tools.check(cfg.server_tools)        # llama-server sets its tools up before it loads the model
+    router = ctx is None and cfg.router_mode
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        owned = ctx is None
-        loaded = ServerContext.load(cfg) if owned else ctx
+        residency = _residency(cfg, ctx)
         try:
-            loaded.start()
-            _attach(app, loaded)
+            app.state.ctx = ctx          # a given context (tests); else None: routes read the request's own
+            app.state.residency = residency
             yield
         finally:
-            if owned:
-                loaded.close()
+            app.state.residency = None
+            residency.close()
 
-    app = Starlette(routes=_routes(), lifespan=lifespan, exception_handlers={
+    app = Starlette(routes=_routes(router), lifespan=lifespan, exception_handlers={
         404: not_found, 405: not_found, Refusal: _refused, BankmlError: _refusal, Exception: _server_error})
-    app.state.ctx = None                 # until the lifespan ran: llama-server's 503 "Loading model"
+    app.state.ctx = None
+    app.state.residency = None           # until the lifespan ran: llama-server's 503 "Loading model"
+    app.state.cfg = cfg
+    app.state.router = router
     app.state.streams = StreamSessions()
     app.state.parse_json = nljson.loads
     app.state.parse_json_body = _json_error
-    app.add_middleware(LlamaHTTP, cfg=cfg, ready=lambda: app.state.ctx is not None)
+    app.add_middleware(ModelScope, residency=lambda: app.state.residency, router=router,
+                       autoload=cfg.models_autoload)
+    app.add_middleware(LlamaHTTP, cfg=cfg, ready=lambda: app.state.residency is not None)
     return app
 
 
-def _attach(app: Starlette, ctx: ServerContext) -> None:
-    """What the routes read from app.state once the context is there."""
-    app.state.ctx = ctx
-    app.state.tokenizer = ctx.tokenizer
-    app.state.template = ctx.templates
-    app.state.chat_options = ctx.chat_options
+def _residency(cfg: ServerConfig, ctx: ServerContext | None) -> Residency:
+    """Single-model mode: the one model, loaded now (or the given context); router mode: the models directory's
+    models, none loaded yet."""
+    if ctx is None and cfg.router_mode:
+        from ..models.registry import Registry
+        if not os.path.isdir(cfg.models_dir):
+            raise Refusal(500, f"failed to initialize router models: error: '{cfg.models_dir}' does not exist or "
+                               "is not a directory")
+        # llama-server's router lists the directory's models by its own names only (no aliases)
+        entries = [e for e in Registry(models_dirs=[cfg.models_dir]).entries() if e.source == "models_dir"]
+        return Residency(cfg, {e.name: e.path for e in entries}, None, models_max=cfg.models_max,
+                         sleep_idle=cfg.sleep_idle_seconds, loader=_router_loader)
+    owned = ctx is None
+    loaded = ServerContext.load(cfg) if owned else ctx
+    try:
+        loaded.start()
+    except BaseException:
+        if owned:
+            loaded.close()
+        raise
+    res = Residency(cfg, {}, loaded.meta.name, models_max=cfg.models_max, sleep_idle=cfg.sleep_idle_seconds,
+                    loader=_loader)
+    res.adopt(loaded.meta.name, loaded, aliases=loaded.meta.aliases, owned=owned)
+    return res
+
+
+def _loader(cfg: ServerConfig, path: str, name: str) -> ServerContext:
+    """The one model's context again (a wake from sleep)."""
+    loaded = ServerContext.load(cfg, path=path)
+    loaded.start()
+    return loaded
+
+
+def _router_loader(cfg: ServerConfig, path: str, name: str) -> ServerContext:
+    """A routed model's context: the router's flags with `-m PATH --alias NAME`, as llama-server starts its
+    children."""
+    child = dataclasses.replace(cfg, model=path, aliases=[name], models_dir="")
+    loaded = ServerContext.load(child, path=path)
+    loaded.start()
+    return loaded

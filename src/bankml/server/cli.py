@@ -121,16 +121,22 @@ async def _serve(app, cfg, server) -> int:
         except BankmlError as e:
             print(f"bankml-serve: cannot serve the model: {e}", file=sys.stderr)
             return 1
-        ctx = app.state.ctx
+        res = app.state.residency
+        ctx = res.peek() if not app.state.router else None
+        what = (f"{ctx.meta.name} ({ctx.n_slots} slot{'s' if ctx.n_slots != 1 else ''}, n_ctx_slot {ctx.n_ctx_slot})"
+                if ctx is not None else f"router over {cfg.models_dir} ({len(res.models)} models, at most "
+                                        f"{cfg.models_max or 'any number'} loaded)")
         try:
             sockets, addresses = bind(cfg.hostnames, cfg.port)
         except BindError as e:
             print(f"bankml-serve: {e}", file=sys.stderr)
             return 1
         stack.callback(lambda: [sock.close() for sock in sockets])
+        tcp = [s for s in sockets if s.family != socket.AF_UNIX]
+        if tcp:
+            cfg.port = tcp[0].getsockname()[1]          # --port 0: the port taken
         for address in addresses:
-            print(f"bankml-serve: {ctx.meta.name} ({ctx.n_slots} slot{'s' if ctx.n_slots != 1 else ''}, "
-                  f"n_ctx_slot {ctx.n_ctx_slot}) listening on {address}", file=sys.stderr, flush=True)
+            print(f"bankml-serve: {what} listening on {address}", file=sys.stderr, flush=True)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, server.stop_on_signal)
         await server.serve(sockets=sockets)

@@ -121,14 +121,16 @@ class ServerContext:
         return body
 
     @classmethod
-    def load(cls, cfg, progress=None) -> "ServerContext":
-        """Resolve the model (-m, or bankml's default model pulled when missing), verify and open it."""
+    def load(cls, cfg, progress=None, path: str | None = None) -> "ServerContext":
+        """Resolve the model (`path`, else -m, else bankml's default model pulled when missing), verify and open
+        it."""
         from ..models import pull
         from ..engine import Model
         from ..models.gguf import read_header_file
         from ..tokenizer import Tokenizer
 
-        path = cfg.model if cfg.model else str(pull.ensure(progress=progress))
+        if path is None:
+            path = cfg.model if cfg.model else str(pull.ensure(progress=progress))
         header = read_header_file(path)
         tok = Tokenizer.from_gguf(header)
         templates = _templates(cfg, header)
@@ -158,10 +160,28 @@ class ServerContext:
             self._base_gp = req.chat.generation_prompt
         return self._base_gp
 
+    def snapshot(self) -> dict:
+        """What this model answers while it sleeps (llama-server's cached responses): /props (is_sleeping true)
+        and /models as they are now."""
+        from .api.info import models_body, props_body
+        return {"props": dict(props_body(self), is_sleeping=True), "models": models_body(self)}
+
+    def model_info(self) -> dict:
+        """This model's /v1/models entry (its "meta" is what llama-server's router merges into /models)."""
+        from .api.info import model_info
+        return model_info(self)
+
+    def adopt_metrics(self, metrics) -> None:
+        """Carry the /metrics counters of this model's previous context (a wake from sleep)."""
+        metrics.pool = self.slots
+        self.slots.metrics = metrics
+
     def close(self) -> None:
+        """Stop the worker and free the model: its mapping, its KV caches, the slots and the host prompt cache."""
         if self.worker is not None:
             self.worker.stop()
             self.worker = None
+        self.slots = None
         if self.model is not None:
             self.model.close()
             self.model = None

@@ -143,8 +143,18 @@ class ServerConfig:
     use_jinja: bool = True                 # --jinja (llama-server's default) / --no-jinja: the built-in templates
     chat_template: str = ""                # --chat-template TEXT or --chat-template-file's content ("" = the GGUF's)
     sampling: dict = field(default_factory=dict)
+    models_dir: str = ""                   # --models-dir: router mode when there is no -m
+    models_max: int = 1                    # --models-max (llama-server's default is 4; bankml keeps one resident)
+    models_autoload: bool = True           # --models-autoload / --no-models-autoload
+    sleep_idle_seconds: int = -1           # --sleep-idle-seconds (-1: never)
     help: bool = False
     version: bool = False
+    given: list = field(default_factory=list)   # the command line's (flag, value) pairs, in order
+
+    @property
+    def router_mode(self) -> bool:
+        """llama-server's router: no -m, models from --models-dir, loaded on demand."""
+        return not self.model and bool(self.models_dir)
 
     @property
     def hostname(self) -> str:
@@ -352,6 +362,13 @@ def _cache_type(attr):
     return apply
 
 
+def _sleep_idle(cfg, flag, v):
+    n = _int(flag, v)
+    if n == 0 or n < -1:
+        raise FlagError(f"error while handling argument \"{flag}\": invalid value: cannot be 0 or less than -1")
+    cfg.sleep_idle_seconds = n
+
+
 # (names, takes a value, apply(cfg, flag, value))
 _FLAGS = [
     (("-m", "--model"), True, _set("model")),
@@ -425,6 +442,11 @@ _FLAGS = [
     (("--presence-penalty",), True, _sampling("penalty_present")),
     (("--frequency-penalty",), True, _sampling("penalty_freq")),
     (("-bs", "--backend-sampling"), False, _sampling("backend_sampling", lambda f, v: True)),
+    (("--models-dir",), True, _set("models_dir")),
+    (("--models-max",), True, _set("models_max", _int)),
+    (("--models-autoload",), False, _flag("models_autoload", True)),
+    (("--no-models-autoload",), False, _flag("models_autoload", False)),
+    (("--sleep-idle-seconds",), True, _sleep_idle),
     (("-h", "--help", "--usage"), False, _flag("help", True)),
     (("--version",), False, _flag("version", True)),
 ]
@@ -593,6 +615,7 @@ def parse_flags(argv: list[str], environ=None) -> ServerConfig:
             value = argv[i]
         if apply is not None:
             apply(cfg, flag, value)
+        cfg.given.append((flag, value))
         i += 1
     _check(cfg)
     return cfg
@@ -614,9 +637,94 @@ def _check(cfg: ServerConfig) -> None:
         from ..chat.legacy import startup_error, verify
         if not verify(cfg.chat_template):
             raise FlagError(startup_error(cfg.chat_template).rstrip("\n"))
+    if cfg.models_max < 0:
+        raise FlagError("error: --models-max must be 0 (no limit) or more")
     if cfg.cache_type_k != cfg.cache_type_v:
         raise UnsupportedFlag(f"-ctk {cfg.cache_type_k} -ctv {cfg.cache_type_v}",
                               "bankml's KV cache has one type for K and V")
+
+
+# --- a router's child ----------------------------------------------------------------------------------------
+
+#: llama-server's spellings of the options bankml takes: (spellings, negative spellings), as common/arg.cpp
+#: defines them. A router renders a child's command line from them (common_preset::to_args): options in the order
+#: of their first spelling, each written in its last (a negated flag in its negative's last), values after.
+_LLAMA_OPTIONS = [
+    (("-m", "--model"), ()), (("-c", "--ctx-size"), ()), (("-t", "--threads"), ()), (("-tb", "--threads-batch"), ()),
+    (("--host",), ()), (("--port",), ()), (("-np", "--parallel"), ()),
+    (("-kvu", "--kv-unified"), ("-no-kvu", "--no-kv-unified")), (("-b", "--batch-size"), ()),
+    (("-ub", "--ubatch-size"), ()), (("-n", "--predict", "--n-predict"), ()), (("-a", "--alias"), ()),
+    (("--tags",), ()), (("--api-key",), ()), (("--api-key-file",), ()), (("--cors-origins",), ()),
+    (("--cors-methods",), ()), (("--cors-headers",), ()), (("--cors-credentials",), ("--no-cors-credentials",)),
+    (("--ui-mcp-proxy", "--webui-mcp-proxy"), ("--no-ui-mcp-proxy", "--no-webui-mcp-proxy")), (("--tools",), ()),
+    (("-ag", "--agent"), ("-no-ag", "--no-agent")), (("--tools-runtime",), ()), (("--mcp-servers-config",), ()),
+    (("--mcp-servers-json",), ()), (("--metrics",), ()), (("--props",), ()), (("--slots",), ("--no-slots",)),
+    (("--slot-save-path",), ()), (("-sps", "--slot-prompt-similarity"), ()), (("-cram", "--cache-ram"), ()),
+    (("--cache-idle-slots",), ("--no-cache-idle-slots",)), (("-ctk", "--cache-type-k"), ()),
+    (("-ctv", "--cache-type-v"), ()), (("--sse-ping-interval",), ()), (("--threads-http",), ()),
+    (("-lv", "--verbosity", "--log-verbosity"), ()), (("-v", "--verbose", "--log-verbose"), ()),
+    (("--log-disable",), ()), (("--jinja",), ("--no-jinja",)), (("--chat-template",), ()),
+    (("--chat-template-file",), ()), (("--ui", "--webui"), ("--no-ui", "--no-webui")),
+    (("--warmup",), ("--no-warmup",)), (("-cb", "--cont-batching"), ("-nocb", "--no-cont-batching")),
+    (("--context-shift",), ("--no-context-shift",)), (("--cache-prompt",), ("--no-cache-prompt",)),
+    (("--prefill-assistant",), ("--no-prefill-assistant",)), (("--reasoning-preserve",), ("--no-reasoning-preserve",)),
+    (("-rea", "--reasoning"), ()), (("-fa", "--flash-attn"), ()), (("--cache-reuse",), ()), (("-s", "--seed"), ()),
+    (("--temp", "--temperature"), ()), (("--top-k",), ()), (("--top-p",), ()), (("--min-p",), ()),
+    (("--repeat-penalty",), ()), (("--repeat-last-n",), ()), (("--presence-penalty",), ()),
+    (("--frequency-penalty",), ()), (("-bs", "--backend-sampling"), ()), (("--models-dir",), ()),
+    (("--models-max",), ()), (("--models-autoload",), ("--no-models-autoload",)), (("--sleep-idle-seconds",), ()),
+]
+_OPTION_OF = {name: (pos, neg, name in neg) for pos, neg in _LLAMA_OPTIONS for name in pos + neg}
+#: what a router does not pass to its children (unset_reserved_args), and what it sets itself
+_NOT_PASSED = {"--api-key", "--api-key-file", "--models-dir", "--models-max", "--models-autoload", "-m", "-a",
+               "--host", "--port"}
+
+
+def _child_options(cfg, path: str, name: str, port: int) -> list[tuple[tuple, str, str | None]]:
+    """(spellings, written spelling, value or None for a flag) of a child's options, in the router's order."""
+    opts: dict[str, tuple] = {}
+    for flag, value in cfg.given:
+        pos, neg, negated = _OPTION_OF.get(flag, ((flag,), (), False))
+        if pos[0] in _NOT_PASSED:
+            continue
+        if value is None:
+            opts[pos[0]] = (pos, neg[-1] if negated else pos[-1], "false" if negated else "true")
+        else:
+            opts[pos[0]] = (pos, pos[-1], value)
+    for key, value in (("--host", "127.0.0.1"), ("--port", str(port)), ("-a", name), ("-m", path)):
+        pos = _OPTION_OF[key][0]
+        opts[pos[0]] = (pos, pos[-1], value)
+    return [opts[k] for k in sorted(opts)]
+
+
+def child_args(cfg, path: str, name: str, port: int) -> list[str]:
+    """The command line llama-server's router gives the child serving `name` (/models' status.args): the program,
+    then the router's own flags less the router-only ones, with --host 127.0.0.1, --port, --alias and --model."""
+    out = [sys.argv[0] if sys.argv and sys.argv[0] else "bankml-serve"]
+    for pos, written, value in _child_options(cfg, path, name, port):
+        if not _takes_value(pos):
+            out.append(written)
+        else:
+            out += [written, value]
+    return out
+
+
+def _takes_value(pos: tuple) -> bool:
+    return any(_TABLE.get(p, (False,))[0] for p in pos)
+
+
+def child_preset(cfg, path: str, name: str) -> str:
+    """The router's preset of a child as ini text (/models' status.preset): its options less host, port, alias
+    and tags, each as `name = value` (a flag 1 or 0)."""
+    lines = [f"[{name}]"]
+    for pos, written, value in _child_options(cfg, path, name, 0):
+        if pos[0] in ("--host", "--port", "-a", "--tags"):
+            continue
+        if not _takes_value(pos):
+            value = "1" if value == "true" else "0"
+        key = pos[-1].lstrip("-")
+        lines.append(f"{key} = " + value.replace("\n", "\\\n"))
+    return "\n".join(lines) + "\n\n"
 
 
 HELP = """usage: bankml-serve [llama-server options]

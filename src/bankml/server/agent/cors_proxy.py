@@ -585,7 +585,7 @@ async def _drain(up: Upstream):
 
 
 async def cors_proxy(request: Request):
-    cfg = request.app.state.ctx.cfg
+    cfg = request.app.state.cfg
     if not cfg.ui_mcp_proxy:
         return feature_disabled()
     try:

@@ -825,7 +825,7 @@ async def _sse(queue, alive):
 
 
 async def tools_route(request: Request):
-    cfg = request.app.state.ctx.cfg
+    cfg = request.app.state.cfg
     if not cfg.server_tools:
         return feature_disabled()
     names = enabled_tools(cfg)

@@ -34,6 +34,7 @@ from ... import sampling
 from ...cxx import nljson
 from ..generation import CompletionTask, Error, Final
 from ..http import Refusal, json_response
+from ..routing import context_of
 from .families import TABLE
 from .families.base import Family, Reply, completion_id
 from .stream_sessions import conv_id_from_headers, tee
@@ -220,7 +221,7 @@ def token_probs(task, logits, sampler, tok):
 # --- the HTTP side -------------------------------------------------------------------------------------------
 
 async def _run(request: Request, family: Family) -> Response:
-    ctx = request.app.state.ctx
+    ctx = context_of(request)
     t0 = time.monotonic()
     streams = request.app.state.streams
     conv_id = conv_id_from_headers(request.scope.get("headers", []))

@@ -1,7 +1,8 @@
 """llama-server's read-only endpoints: GET /health (/v1/health), GET /props (POST /props), GET /models and
 /v1/models (server-context.cpp: get_health, get_props / get_res_props, get_models / get_res_models).
 
-Every handler reads `request.app.state.ctx` (bankml.server.context.ServerContext).
+Every handler reads the request's context (bankml.server.routing.context_of); while the model sleeps /props and
+/models answer what it cached before it slept (bankml.server.residency), and /health needs no model.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..http import error_response, json_response
+from ..routing import context_of, resident_of
 
 _ALNUM = string.digits + string.ascii_letters
 
@@ -50,8 +52,19 @@ def models_body(ctx) -> dict:
     }
 
 
+def _cached(request: Request, what: str):
+    r = resident_of(request)
+    return r.cached.get(what) if r is not None else None
+
+
 async def models(request: Request) -> Response:
-    return json_response(models_body(request.app.state.ctx))
+    ctx = context_of(request)
+    if ctx is None:
+        body = _cached(request, "models")
+        if body is not None:
+            body["data"][0]["created"] = int(time.time())
+            return json_response(body)
+    return json_response(models_body(ctx))
 
 
 def props_body(ctx) -> dict:
@@ -85,11 +98,16 @@ def props_body(ctx) -> dict:
 
 
 async def props(request: Request) -> Response:
-    return json_response(props_body(request.app.state.ctx))
+    ctx = context_of(request)
+    if ctx is None:
+        body = _cached(request, "props")
+        if body is not None:
+            return json_response(body)
+    return json_response(props_body(ctx))
 
 
 async def post_props(request: Request) -> Response:
-    if not request.app.state.ctx.cfg.endpoint_props:
+    if not request.app.state.cfg.endpoint_props:
         return error_response("This server does not support changing global properties. Start it with `--props`",
                               501)
     return json_response({"success": True})

@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from ...cxx import nljson
 from ..http import error_response, json_response
+from ..routing import context_of, resident_of
 
 _MAGIC = b"BKSL"
 
@@ -45,7 +46,7 @@ def slot_json(ctx, slot) -> dict:
 
 
 async def get_slots(request: Request) -> Response:
-    ctx = request.app.state.ctx
+    ctx = context_of(request)
     if not ctx.cfg.endpoint_slots:
         return error_response("This server does not support slots endpoint. Start it with `--slots`", 501)
     ctx.worker.new_id()                 # SERVER_TASK_TYPE_SLOT_GET
@@ -165,7 +166,7 @@ def _stoi(s: str) -> int:
 
 
 async def post_slot(request: Request) -> Response:
-    ctx = request.app.state.ctx
+    ctx = context_of(request)
     if not ctx.cfg.slot_save_path:
         return error_response("This server does not support slots action. Start it with `--slot-save-path`", 501)
     try:
@@ -209,9 +210,8 @@ def _num(v: float) -> str:
     return "%g" % v
 
 
-def metrics_text(ctx) -> str:
-    pool = ctx.slots
-    m = pool.metrics
+def metrics_text(m, n_processing: int = 0) -> str:
+    """/metrics' text of a Metrics object (bankml.server.slots), with `n_processing` requests running."""
     counters = [
         ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", m.prompt.count),
         ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", m.n_prompt_cached),
@@ -228,7 +228,7 @@ def metrics_text(ctx) -> str:
     gauges = [
         ("prompt_tokens_seconds", "Average prompt throughput in tokens/s", m.prompt_bucket.per_second()),
         ("predicted_tokens_seconds", "Average generation throughput in tokens/s", m.predict_bucket.per_second()),
-        ("requests_processing", "Number of requests processing", pool.n_processing),
+        ("requests_processing", "Number of requests processing", n_processing),
         ("requests_deferred", "Number of requests deferred", 0),
         ("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
          m.n_busy_slots / max(float(m.n_decode), 1.0)),
@@ -241,14 +241,22 @@ def metrics_text(ctx) -> str:
 
 
 async def get_metrics(request: Request) -> Response:
-    ctx = request.app.state.ctx
-    if not ctx.cfg.endpoint_metrics:
+    if not request.app.state.cfg.endpoint_metrics:
         return error_response("This server does not support metrics endpoint. Start it with `--metrics`", 501)
-    ctx.worker.new_id()                 # SERVER_TASK_TYPE_METRICS
-    text = metrics_text(ctx)
-    ctx.slots.metrics.reset_bucket()
+    ctx = context_of(request)
+    if ctx is None:                     # asleep: the counters as they were when it fell asleep
+        r = resident_of(request)
+        m = r.metrics if r is not None else None
+        if m is None:
+            return error_response("the model is not loaded", 503)
+        text = metrics_text(m, 0)
+    else:
+        ctx.worker.new_id()             # SERVER_TASK_TYPE_METRICS
+        m = ctx.slots.metrics
+        text = metrics_text(m, ctx.slots.n_processing)
+    m.reset_bucket()
     return Response(text.encode(), headers={"Content-Type": "text/plain; version=0.0.4",
-                                            "Process-Start-Time-Unix": str(ctx.slots.metrics.t_start)})
+                                            "Process-Start-Time-Unix": str(m.t_start)})
 
 
 routes = [

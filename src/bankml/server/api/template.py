@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...chat.request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
+from ..routing import chat_options_of, templates_of, tokenizer_of
 
 
 def _safe(text: str) -> str:
@@ -47,9 +48,9 @@ async def _chat_request(request: Request):
         if parse is not None:
             return None, parse(raw)
         return None, _error(ChatRequestError(f"invalid JSON body: {e}", 500))
-    opt = getattr(request.app.state, "chat_options", None) or ServerChatOptions()
+    opt = chat_options_of(request) or ServerChatOptions()
     try:
-        return parse_chat_request(body, request.app.state.template, opt), None
+        return parse_chat_request(body, templates_of(request), opt), None
     except ChatRequestError as e:
         return None, _error(e)
 
@@ -65,7 +66,7 @@ async def input_tokens(request: Request) -> Response:
     req, err = await _chat_request(request)
     if err is not None:
         return err
-    tok = request.app.state.tokenizer
+    tok = tokenizer_of(request)
     n = len(tok.tokenize(req.prompt, add_special=True, parse_special=True))
     return _json({"input_tokens": n, "object": "response.input_tokens"})
 

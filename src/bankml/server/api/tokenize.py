@@ -35,6 +35,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..routing import tokenizer_of
+
 INT_MIN = -(1 << 31)
 
 
@@ -163,7 +165,7 @@ async def _handle(request: Request, fn) -> Response:
         body = parse(raw)
     except JSONParseError as e:
         return server_error(str(e))
-    tok = request.app.state.tokenizer
+    tok = tokenizer_of(request)
     try:
         return _json_response(await run_in_threadpool(fn, tok, body))   # tokenize releases the GIL
     except (_Refusal, NLError) as e:
