@@ -1,13 +1,20 @@
-"""A progress bar on stderr, shown only when stderr is a terminal (hashing or pulling a large file)."""
+"""Progress on the long steps a user waits for (hashing or pulling a large file): a bar on stderr when it is a
+terminal, otherwise a log line when the step starts and one when it ends (for steps of LOG_MIN units or more,
+when no callback is given), so that a server's log says why a first load takes a while."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Callable, Union
 
 #: what callers pass as `progress=`: None (a bar when stderr is a TTY), a bool, or a callback(done, total)
 ProgressArg = Union[None, bool, Callable[[int, int], None]]
+
+log = logging.getLogger("bankml.models")
+#: the size (bytes, or the unit the step counts) from which a step without a bar is logged
+LOG_MIN = 64 * 1024 * 1024
 
 
 class Progress:
@@ -22,6 +29,10 @@ class Progress:
             self._bar = progress is True
         self._last = 0.0
         self._drawn = -1  # `done` when last drawn
+        self._logged = progress is None and not self._bar and self.total >= LOG_MIN
+        self._t0 = time.monotonic()
+        if self._logged:
+            log.info("%s: %.1f MB ...", label, self.total / 1e6)
 
     def update(self, n: int) -> None:
         self.done += n
@@ -43,6 +54,8 @@ class Progress:
         sys.stderr.flush()
 
     def close(self) -> None:
+        if self._logged:
+            log.info("%s: done in %.1f s", self.label, time.monotonic() - self._t0)
         if self._bar:
             if self._drawn != self.done:
                 self._draw()

@@ -166,8 +166,27 @@ def _residency(cfg: ServerConfig, ctx: ServerContext | None) -> Residency:
         raise
     res = Residency(cfg, {}, loaded.meta.name, models_max=cfg.models_max, sleep_idle=cfg.sleep_idle_seconds,
                     loader=_loader)
-    res.adopt(loaded.meta.name, loaded, aliases=loaded.meta.aliases, owned=owned)
+    default = res.adopt(loaded.meta.name, loaded, aliases=loaded.meta.aliases, owned=owned)
+    _add_registry(res, default)
     return res
+
+
+def _add_registry(res: Residency, default) -> None:
+    """The registry's other models (bankml.models.registry: the models directory and the pins), which the APIs
+    that name their model (Ollama's) may switch to; the llama-server routes serve the startup model only. The
+    registry's names of the startup model's own file become its aliases, so it is never held twice."""
+    from ..models.registry import Registry
+    try:
+        entries = Registry().entries()
+    except OSError as e:
+        log.warning("the models directory cannot be read: %s", e)
+        return
+    mine = os.path.realpath(default.path)
+    for e in entries:
+        if os.path.realpath(e.path) == mine:
+            default.aliases = tuple(dict.fromkeys(default.aliases + (e.name,) + tuple(e.aliases)))
+        elif res.resolve(e.name) is None:
+            res.add(e.name, str(e.path), e.aliases)
 
 
 def _loader(cfg: ServerConfig, path: str, name: str) -> ServerContext:
