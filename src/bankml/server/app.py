@@ -154,8 +154,23 @@ def _residency(cfg: ServerConfig, ctx: ServerContext | None) -> Residency:
                                "is not a directory")
         # llama-server's router lists the directory's models by its own names only (no aliases)
         entries = [e for e in Registry(models_dirs=[cfg.models_dir]).entries() if e.source == "models_dir"]
-        return Residency(cfg, {e.name: e.path for e in entries}, None, models_max=cfg.models_max,
-                         sleep_idle=cfg.sleep_idle_seconds, loader=_router_loader)
+        models = {e.name: e.path for e in entries}
+        default = None
+        if cfg.model:           # bankml's -m beside --models-dir: the default model, loaded (and verified) now
+            mine = os.path.realpath(cfg.model)
+            default = next((n for n, p in models.items() if os.path.realpath(p) == mine), None)
+            if default is None:
+                default = os.path.basename(cfg.model).replace(".gguf", "")
+                models[default] = cfg.model
+        res = Residency(cfg, models, default, models_max=cfg.models_max, sleep_idle=cfg.sleep_idle_seconds,
+                        loader=_router_loader)
+        if default is not None:
+            res.load(default, wait=True)
+            r = res.resolve(default)
+            if r.failure is not None:
+                res.close()
+                raise Refusal(500, f"{cfg.model}: {r.failure}")
+        return res
     owned = ctx is None
     loaded = ServerContext.load(cfg) if owned else ctx
     try:

@@ -153,8 +153,9 @@ class ServerConfig:
 
     @property
     def router_mode(self) -> bool:
-        """llama-server's router: no -m, models from --models-dir, loaded on demand."""
-        return not self.model and bool(self.models_dir)
+        """llama-server's router: models from --models-dir, loaded on demand (bankml: with -m too, which is then
+        the model of a request that names none, loaded at start)."""
+        return bool(self.models_dir)
 
     @property
     def hostname(self) -> str:

@@ -121,6 +121,8 @@ class ModelScope:
         auto = self.autoload
         if "autoload" in q:
             auto = q["autoload"] in ("true", "1")
+        if not name and self.residency.default is not None:
+            name = self.residency.default      # bankml's -m beside --models-dir
         if not name:
             await _answer(send, Refusal(400, "model name is missing from the request", "invalid_request_error"))
             return
