@@ -43,6 +43,19 @@ log = logging.getLogger("bankml.server")
 UNLOADED, LOADING, LOADED, SLEEPING = "unloaded", "loading", "loaded", "sleeping"
 
 
+def _fits_in_memory(path: str) -> bool:
+    """Whether /proc/meminfo's MemAvailable holds 1.5 times the file (True when either cannot be read)."""
+    try:
+        need = os.path.getsize(path) * 3 // 2
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 >= need
+    except (OSError, ValueError):
+        pass
+    return True
+
+
 def file_identity(path: str) -> tuple:
     """(device, inode, size, mtime in ns) of a file: what a reuse compares instead of rehashing."""
     st = os.stat(path)
@@ -348,12 +361,14 @@ class Residency:
         return None
 
     def _make_room(self, r: Resident) -> bool:
-        """Drop least recently used idle models until r fits; False when every resident model is held."""
-        if self.models_max <= 0:
-            return True
+        """Drop least recently used idle models until r fits, in number (--models-max) and in memory (MemAvailable
+        must hold about 1.5 times its file: the weights' pages and their regrouped copies); False when every
+        resident model that would have to go is held."""
         while True:
             others = [m for m in self.models.values() if m is not r and m.running]
-            if len(others) < self.models_max:
+            fits = (self.models_max <= 0 or len(others) < self.models_max) and (
+                not others or _fits_in_memory(r.path))
+            if fits:
                 return True
             idle = [m for m in others if m.users == 0 and m.status in (LOADED, SLEEPING)]
             if not idle:
