@@ -254,36 +254,26 @@ class Residency:
                 self._load_locked(r)
 
     def unload(self, name: str) -> None:
-        """Drop a model now (llama-server's unload: its requests are cut short, as the child is stopped)."""
+        """Drop a model once its requests are done (a model still loading is dropped when its load ends, and
+        counts as a failed load, as a llama-server child stopped while it loads does)."""
         r = self.resolve(name)
         if r is None:
             raise KeyError(name)
         with self._cond:
-            while r.status == LOADING:
+            was_loading = r.status == LOADING
+            while r.status == LOADING or (r.status == LOADED and r.users):
                 self._cond.wait()
             if r.running:
                 self._drop(r, UNLOADED)
+                if was_loading:
+                    r.failure = "unloaded while it was loading"
             self._cond.notify_all()
 
     def unload_soon(self, name: str) -> None:
-        """llama-server's /models/unload: answered at once; the model goes once its requests are done (a model
-        still loading is dropped when its load ends, and counts as a failed load, as a child killed while it
-        loads does)."""
-        r = self.resolve(name)
-        if r is None:
+        """llama-server's /models/unload: answered at once, unload() in the background."""
+        if self.resolve(name) is None:
             raise KeyError(name)
-
-        def run():
-            with self._cond:
-                was_loading = r.status == LOADING
-                while r.status == LOADING or (r.status == LOADED and r.users):
-                    self._cond.wait()
-                if r.running:
-                    self._drop(r, UNLOADED)
-                    if was_loading:
-                        r.failure = "unloaded while it was loading"
-                self._cond.notify_all()
-        threading.Thread(target=run, name="bankml-unload", daemon=True).start()
+        threading.Thread(target=self.unload, args=(name,), name="bankml-unload", daemon=True).start()
 
     def set_keep_alive(self, name: str | None, seconds: float | None) -> None:
         """Ollama's keep_alive for a model: unloaded after `seconds` idle (None: never; 0: once idle)."""

@@ -95,8 +95,8 @@ class ModelScope:
         key = (scope["method"], scope["path"])
         if not self.router:
             r = self.residency.resolve(None)
-            if key in BYPASS_SLEEP or not self._known(scope):
-                await self._run(scope, receive, send, r, None)
+            if not self._known(scope) or (key in BYPASS_SLEEP and r.status in (LOADED, SLEEPING)):
+                await self._run(scope, receive, send, r, None)   # answered asleep, or llama-server's 404
                 return
             await self._leased(scope, receive, send, r)
             return
