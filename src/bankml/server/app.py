@@ -163,7 +163,8 @@ def _residency(cfg: ServerConfig, ctx: ServerContext | None) -> Residency:
                 default = os.path.basename(cfg.model).replace(".gguf", "")
                 models[default] = cfg.model
         res = Residency(cfg, models, default, models_max=cfg.models_max, sleep_idle=cfg.sleep_idle_seconds,
-                        loader=_router_loader)
+                        loader=_router_loader,
+                        fake_timing=bool(os.environ.get("LLAMA_SERVER_DEBUG_FAKE_TIMING")))
         if default is not None:
             res.load(default, wait=True)
             r = res.resolve(default)

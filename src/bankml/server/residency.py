@@ -70,6 +70,13 @@ class FileChanged(Refusal):
                               "served, and its next load verifies it again", "server_error")
 
 
+class Cancelled(Refusal):
+    """A request whose client left while it waited for its model."""
+
+    def __init__(self):
+        super().__init__(503, "the client left while its model was waited for", "unavailable_error")
+
+
 class LoadFailed(Refusal):
     """A model that could not be loaded (its reason: the guard's, the pin's, or the file's)."""
 
@@ -116,7 +123,7 @@ class Residency:
     close(), snapshot(), model_info(), adopt_metrics(), path, slots)."""
 
     def __init__(self, cfg, models: dict, default: str | None = None, *, loader, models_max: int = 1,
-                 sleep_idle: float | None = None, tick: float = 0.1):
+                 sleep_idle: float | None = None, tick: float = 0.1, fake_timing: bool = False):
         self.cfg = cfg
         self.models: dict[str, Resident] = {}
         for name, spec in models.items():
@@ -130,6 +137,9 @@ class Residency:
         self._queue: deque = deque()          # tickets waiting for room, in arrival order
         self._closed = False
         self._tick = tick
+        #: llama-server's LLAMA_SERVER_DEBUG_FAKE_TIMING (router mode): 2 s more on every load and every routed
+        #: request (bankml.server.routing sleeps those), so that its tests can hold a model busy
+        self.fake_timing = fake_timing
         self._reaper = threading.Thread(target=self._reap, name="bankml-residency", daemon=True)
         self._reaper.start()
 
@@ -188,13 +198,17 @@ class Residency:
         finally:
             self.release(r)
 
-    def acquire(self, r: Resident, touch: bool = True):
+    def acquire(self, r: Resident, touch: bool = True, cancelled: threading.Event | None = None):
         """Take a lease on r (blocking while it loads or waits for room); returns its ServerContext. touch: the
-        lease counts as a use in the LRU order (llama-server's router counts POST requests only)."""
+        lease counts as a use in the LRU order (llama-server's router counts POST requests only); cancelled: set
+        when the client has gone, which takes the request out of the queue (raises Cancelled) before it costs
+        another model its place."""
         with self._cond:
             while True:
                 if self._closed:
                     raise Refusal(503, "the server is shutting down", "unavailable_error")
+                if cancelled is not None and cancelled.is_set():
+                    raise Cancelled()
                 if r.status == LOADED:
                     if not self._same_file(r):
                         self._drop(r, UNLOADED)
@@ -205,10 +219,10 @@ class Residency:
                         r.last_used = time.monotonic()
                     return r.ctx
                 if r.status == LOADING:
-                    self._cond.wait()
+                    self._cond.wait(self._tick)
                     continue
                 # unloaded or sleeping: this request loads it
-                failure = self._load_locked(r)
+                failure = self._load_locked(r, cancelled)
                 if failure is not None:
                     raise LoadFailed(r.name, failure)
 
@@ -293,19 +307,21 @@ class Residency:
         self._reaper.join(timeout=5)
 
     # -- inside the lock
-    def _load_locked(self, r: Resident) -> str | None:
+    def _load_locked(self, r: Resident, cancelled: threading.Event | None = None) -> str | None:
         """Make room, then load r (the lock is released while the file is verified and read). Returns the
-        failure's reason, or None."""
+        failure's reason, or None; raises Cancelled when `cancelled` is set while it waits."""
         ticket = object()
         self._queue.append(ticket)
         try:
             while True:
                 if self._closed:
                     return "the server is shutting down"
+                if cancelled is not None and cancelled.is_set():
+                    raise Cancelled()
                 if r.status == LOADED:
                     return None
                 if r.status == LOADING:       # another request got there first: wait for its load
-                    self._cond.wait()
+                    self._cond.wait(self._tick)
                     continue
                 if self._queue[0] is ticket and self._make_room(r):
                     break
@@ -319,6 +335,8 @@ class Residency:
         r.port = self.cfg.port or 1           # where it is served: this server (llama-server: the child's port)
         self._cond.release()
         try:
+            if self.fake_timing:
+                time.sleep(2)
             try:
                 identity = file_identity(r.path)
                 ctx = self._loader(self.cfg, r.path, r.name)

@@ -16,13 +16,14 @@ its JSON body's `model` (POST) or its `?model=` (GET), loaded on the way unless 
 from __future__ import annotations
 
 import logging
+import threading
 
 import anyio
 from starlette.routing import Match
 
 from ..cxx import nljson
 from .http import Refusal, dumps
-from .residency import LOADED, SLEEPING, LoadFailed
+from .residency import LOADED, SLEEPING, Cancelled, LoadFailed
 
 log = logging.getLogger("bankml.server")
 
@@ -139,20 +140,62 @@ class ModelScope:
         await self._leased(scope, receive, send, r, touch=scope["method"] == "POST", routed=True)
 
     async def _leased(self, scope, receive, send, r, touch: bool = True, routed: bool = False) -> None:
+        if r.status != LOADED:
+            # it may wait (a load, a queue for room): a client that leaves meanwhile gives its place up
+            body, receive = await _buffer(receive)
+            ctx = await self._wait(r, touch, receive_more=receive.original, send=send, routed=routed)
+            if ctx is None:
+                return
+        else:
+            ctx = await self._wait(r, touch, None, send, routed)
+            if ctx is None:
+                return
         try:
-            ctx = await anyio.to_thread.run_sync(self.residency.acquire, r, touch)
+            if routed and self.residency.fake_timing:
+                await anyio.sleep(2)           # held (busy) meanwhile, as llama-server's router sleeps
+            await self._run(scope, receive, _routed(send) if routed else send, r, ctx)
+        finally:
+            self.residency.release(r)
+
+    async def _wait(self, r, touch, receive_more, send, routed):
+        """acquire() on a thread; while it runs, the client's disconnect (read from `receive_more`) cancels it.
+        Returns the context, or None once the refusal is sent."""
+        cancelled = threading.Event()
+
+        async def watch():
+            while True:
+                message = await receive_more()
+                if message["type"] == "http.disconnect":
+                    cancelled.set()
+                    return
+        box = {}
+
+        async def take():
+            try:
+                box["ctx"] = await anyio.to_thread.run_sync(self.residency.acquire, r, touch, cancelled)
+            except Refusal as e:
+                box["error"] = e
+        if receive_more is None:
+            await take()
+        else:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                await take()
+                tg.cancel_scope.cancel()
+        try:
+            if "error" in box:
+                raise box["error"]
+            return box["ctx"]
+        except Cancelled:
+            return None
         except LoadFailed as e:
             log.warning("model %s: %s", r.name, e.reason)
             await _answer(send, Refusal(500, f"model name={r.name} failed to load", "server_error")
                           if routed else e)
-            return
+            return None
         except Refusal as e:
             await _answer(send, e)
-            return
-        try:
-            await self._run(scope, receive, _routed(send) if routed else send, r, ctx)
-        finally:
-            self.residency.release(r)
+            return None
 
     async def _run(self, scope, receive, send, r, ctx) -> None:
         scope["bankml.resident"] = r
@@ -189,6 +232,7 @@ async def _buffer(receive):
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
+    replay.original = getattr(receive, "original", receive)
     return body, replay
 
 
