@@ -18,7 +18,7 @@ refusal and is skipped with that reason.
 Both servers' answers are checked equal. No timing is asserted; medians, min, max, the ratios bankml /
 llama-server (< 1: bankml is faster) and the load go to extra_info and to PERFORMANCE.md ("Model switch").
 Skipped with a reason when the oracle build or a model file is missing. BANKML_BENCH_SWITCHES sets the number of
-switches (default 10), BANKML_BENCH_FRESH the number of fresh processes of `first load` (default 3).
+switches (default 10), BANKML_BENCH_FRESH the number of fresh processes of `first load` (default 5).
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ SERVERS = ("bankml-serve", "llama-server")
 ROUTER_ARGS = ["--models-max", "1", "-t", "2", "-c", "4096", "-np", "1", "--jinja", "--reasoning", "off",
                "--no-webui"]
 SWITCHES = int(os.environ.get("BANKML_BENCH_SWITCHES", "10"))
-FRESH = int(os.environ.get("BANKML_BENCH_FRESH", "3"))
+FRESH = int(os.environ.get("BANKML_BENCH_FRESH", "5"))
 PORTS = range(18600, 18700)
 MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 GEMMA_NOTE = "bankml refuses Gemma 3 at load: not playable yet, issue 14"
 
 STATS: dict[tuple[str, str], dict] = {}       # (server, case) -> {"median", "min", "max", ...} in seconds
 ANSWERS: dict[tuple[str, str], str] = {}      # (server, model) -> the first token's text
+SHA256: dict[str, float] = {}                 # file name -> seconds
 
 
 def _models_source() -> Path:
@@ -100,6 +101,27 @@ def _models_dir(into: Path, names: tuple[str, ...]) -> str:
     return os.path.realpath(into)
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process, of its children reaped so far and of its live descendants."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))         # utime, stime, cutime, cstime
+    kids = set()
+    for task in tasks:                                            # threads come and go (the router's)
+        try:
+            kids.update(int(k) for k in (task / "children").read_text().split())
+        except OSError:
+            pass
+    return ticks / _TICK + sum(_tree_cpu(k) for k in kids)
+
+
 class Router:
     """A server in router mode on a port of 18600-18699, stopped on exit; `chat(model)` times one request."""
 
@@ -117,6 +139,7 @@ class Router:
             self.srv.args = [str(exe)] + argv + ["--host", "127.0.0.1", "--port", str(self.port)]
         self.resident: str | None = None
         self.log: list[tuple[str, float]] = []      # (model, seconds) of every request
+        self.cpu: list[float] = []                  # CPU seconds the server (and its children) spent on each
 
     def __enter__(self) -> "Router":
         self.srv.__enter__()
@@ -139,6 +162,7 @@ class Router:
 
     def chat(self, model: str, check: bool = True) -> tuple[int, object]:
         body = {"model": model, "messages": MESSAGES, "max_tokens": 1, "temperature": 0, "cache_prompt": False}
+        c = _tree_cpu(self.srv.proc.pid)
         t = time.perf_counter()
         st, res = self.request("POST", "/v1/chat/completions", body)
         dt = time.perf_counter() - t
@@ -146,6 +170,7 @@ class Router:
             assert st == 200, (self.who, model, st, res)
             self.resident = model
             self.log.append((model, dt))
+            self.cpu.append(_tree_cpu(self.srv.proc.pid) - c)
             ANSWERS[self.who, model] = res["choices"][0]["message"]["content"]
         return st, res
 
@@ -166,6 +191,17 @@ def _ms(d: dict) -> dict:
     return {k: (round(v * 1000, 1) if k != "n" else v) for k, v in d.items()}
 
 
+def _record(benchmark, who: str, case: str, srv: Router, start: int, models: tuple[str, ...] = ()) -> None:
+    """The wall and CPU times of srv's requests from `start` on, as STATS[who, case] (and [who, case + " cpu"])."""
+    rounds, cpu = srv.log[start:], srv.cpu[start:]
+    STATS[who, case] = _stats([t for _, t in rounds])
+    STATS[who, case + " cpu"] = _stats(cpu)
+    benchmark.extra_info.update(ms=_ms(STATS[who, case]), cpu_ms=_ms(STATS[who, case + " cpu"]),
+                                load=os.getloadavg()[0])
+    if models:
+        benchmark.extra_info["to_model_ms"] = {m: _ms(_stats([t for mm, t in rounds if mm == m])) for m in models}
+
+
 @pytest.fixture(scope="module")
 def smollm2_dir(tmp_path_factory):
     return _models_dir(tmp_path_factory.mktemp("switch") / "models", (Q4, Q8))
@@ -175,6 +211,9 @@ def smollm2_dir(tmp_path_factory):
 def routers(smollm2_dir):
     _oracle()
     with Router("bankml-serve", smollm2_dir) as ours, Router("llama-server", smollm2_dir) as theirs:
+        for srv in (ours, theirs):    # each model loaded once first (bankml hashes each file on its first load)
+            srv.chat(Q4)
+            srv.chat(Q8)
         yield {"bankml-serve": ours, "llama-server": theirs}
 
 
@@ -182,14 +221,38 @@ def routers(smollm2_dir):
 def test_switch(benchmark, routers, who):
     benchmark.group = "model switch: drop + verify + load + first token (--models-max 1)"
     srv = routers[who]
-    srv.chat(Q4)            # each model loaded once first (bankml hashes each file on its first load)
-    srv.chat(Q8)
     start = len(srv.log)
     benchmark.pedantic(srv.switch, args=((Q4, Q8),), rounds=SWITCHES, warmup_rounds=0)
-    rounds = srv.log[start:]
-    STATS[who, "switch"] = _stats([t for _, t in rounds])
-    by_model = {m: _ms(_stats([t for mm, t in rounds if mm == m])) for m in (Q4, Q8)}
-    benchmark.extra_info.update(ms=_ms(STATS[who, "switch"]), to_model_ms=by_model, load=os.getloadavg()[0])
+    _record(benchmark, who, "switch", srv, start, (Q4, Q8))
+
+
+def test_switch_interleaved(benchmark, routers):
+    """The two servers' switches in turn (A B, B A, ...), the ratio pair by pair: what holds when the shared
+    machine's speed drifts during the run."""
+    benchmark.group = "model switch, both servers in turn (one round: a switch of each)"
+    ours, theirs = routers["bankml-serve"], routers["llama-server"]
+    starts = len(ours.log), len(theirs.log)
+    turn = [0]
+
+    def pair():
+        order = (ours, theirs) if turn[0] % 2 == 0 else (theirs, ours)
+        turn[0] += 1
+        for srv in order:
+            srv.switch((Q4, Q8))
+
+    benchmark.pedantic(pair, rounds=SWITCHES, warmup_rounds=0)
+    a, b = ours.log[starts[0]:], theirs.log[starts[1]:]
+    ratios = [x[1] / y[1] for x, y in zip(a, b)]
+    cpu = [x / y for x, y in zip(ours.cpu[starts[0]:], theirs.cpu[starts[1]:]) if y > 0]
+    STATS["pairs", "switch"] = _stats(ratios)
+    if cpu:
+        STATS["pairs", "switch cpu"] = _stats(cpu)
+    benchmark.extra_info.update(
+        bankml_over_llama_server={k: round(v, 3) if k != "n" else v for k, v in STATS["pairs", "switch"].items()},
+        cpu_bankml_over_llama_server={k: round(v, 3) if k != "n" else v
+                                      for k, v in STATS.get(("pairs", "switch cpu"), {}).items()},
+        bankml_ms=_ms(_stats([t for _, t in a])), llama_server_ms=_ms(_stats([t for _, t in b])),
+        load=os.getloadavg()[0])
 
 
 @pytest.mark.parametrize("who", SERVERS)
@@ -197,21 +260,20 @@ def test_warm(benchmark, routers, who):
     benchmark.group = "the same request to the resident model (no switch), for reference"
     srv = routers[who]
     model = srv.resident or Q4
-    start = len(srv.log)
+    start = len(srv.log) + 1
     benchmark.pedantic(srv.chat, args=(model,), rounds=SWITCHES, warmup_rounds=1)
-    STATS[who, "warm"] = _stats([t for _, t in srv.log[start + 1:]])
-    benchmark.extra_info.update(ms=_ms(STATS[who, "warm"]), model=model, load=os.getloadavg()[0])
+    _record(benchmark, who, "warm", srv, start)
+    benchmark.extra_info["model"] = model
 
 
 @pytest.mark.parametrize("who", SERVERS)
-def test_first_load(benchmark, tmp_path_factory, smollm2_dir, who):
+def test_first_load(benchmark, smollm2_dir, who):
     """A fresh server process per round: its first request (bankml hashes Q4_1's pin), then Q8_0 (drop + hash +
     load), then Q4_1 and Q8_0 again (the identity cache: no hash)."""
     benchmark.group = "first load of a fresh server (bankml: sha256 of the pin) vs later loads"
     _oracle()
     live: list[Router] = []
-    later: list[float] = []
-    first_switch: list[float] = []
+    parts: dict[str, list[float]] = {"first": [], "first_switch": [], "later": []}
 
     def setup():
         r = Router(who, smollm2_dir)
@@ -222,10 +284,13 @@ def test_first_load(benchmark, tmp_path_factory, smollm2_dir, who):
     def teardown(r):
         try:
             r.chat(Q8)
-            first_switch.append(r.log[-1][1])
             r.chat(Q4)
             r.chat(Q8)
-            later.extend(t for _, t in r.log[-2:])
+            parts["first"].append(r.log[0][1])
+            parts["first_switch"].append(r.log[1][1])
+            parts["later"] += [t for _, t in r.log[2:]]
+            for case, cpu in (("first", r.cpu[:1]), ("first_switch", r.cpu[1:2]), ("later", r.cpu[2:])):
+                parts.setdefault(case + " cpu", []).extend(cpu)
         finally:
             r.__exit__()
             live.remove(r)
@@ -235,13 +300,10 @@ def test_first_load(benchmark, tmp_path_factory, smollm2_dir, who):
     finally:
         for r in live:
             r.__exit__()
-    first = [t for t in benchmark.stats.stats.data]
-    STATS[who, "first"] = _stats(first)
-    STATS[who, "first_switch"] = _stats(first_switch)
-    STATS[who, "later"] = _stats(later)
-    benchmark.extra_info.update(first_request_ms=_ms(STATS[who, "first"]),
-                                first_switch_to_q8_0_ms=_ms(STATS[who, "first_switch"]),
-                                later_switches_ms=_ms(STATS[who, "later"]), load=os.getloadavg()[0])
+    for case, times in parts.items():
+        STATS[who, case] = _stats(times)
+    benchmark.extra_info.update({f"{case}_ms": _ms(STATS[who, case]) for case in parts})
+    benchmark.extra_info["load"] = os.getloadavg()[0]
 
 
 def test_sha256(benchmark, smollm2_dir):
@@ -249,7 +311,7 @@ def test_sha256(benchmark, smollm2_dir):
     benchmark.group = "sha256 of a model file (a first load's share)"
     from bankml.models import verify
     paths = [os.path.join(smollm2_dir, f"{m}.gguf") for m in (Q4, Q8)]
-    out = {}
+    out: dict[str, list[float]] = {}
 
     def run():
         for p in paths:
@@ -260,7 +322,7 @@ def test_sha256(benchmark, smollm2_dir):
 
     benchmark.pedantic(run, rounds=3, warmup_rounds=0)
     benchmark.extra_info.update({k: round(statistics.median(v) * 1000, 1) for k, v in out.items()})
-    STATS["bankml", "sha256"] = {k: statistics.median(v) for k, v in out.items()}
+    SHA256.update({k: statistics.median(v) for k, v in out.items()})
 
 
 @pytest.mark.parametrize("who", SERVERS)
@@ -280,25 +342,26 @@ def test_switch_gemma(benchmark, tmp_path_factory, who):
         srv.chat(GEMMA)
         start = len(srv.log)
         benchmark.pedantic(srv.switch, args=((Q4, GEMMA),), rounds=SWITCHES, warmup_rounds=0)
-        rounds = srv.log[start:]
-    STATS[who, "gemma"] = _stats([t for _, t in rounds])
-    by_model = {m: _ms(_stats([t for mm, t in rounds if mm == m])) for m in (Q4, GEMMA)}
-    benchmark.extra_info.update(ms=_ms(STATS[who, "gemma"]), to_model_ms=by_model, load=os.getloadavg()[0])
+        _record(benchmark, who, "gemma", srv, start, (Q4, GEMMA))
 
 
 def test_switch_ratios(benchmark):
     benchmark.group = "switch ratios (bankml-serve time / llama-server time: < 1, bankml is faster)"
-    cases = [c for c in ("switch", "warm", "first", "first_switch", "later")
-             if ("bankml-serve", c) in STATS and ("llama-server", c) in STATS]
+    cases = sorted({c for (w, c) in STATS if w == "bankml-serve" and ("llama-server", c) in STATS})
     if "switch" not in cases:
         pytest.skip("both servers must have run the switch in this session")
     for m in (Q4, Q8):
         assert ANSWERS["bankml-serve", m] == ANSWERS["llama-server", m], m
     ratios = {c: STATS["bankml-serve", c]["median"] / STATS["llama-server", c]["median"] for c in cases}
+    for c in ("switch", "switch cpu"):
+        if ("pairs", c) in STATS:
+            ratios[c + " (pairs)"] = STATS["pairs", c]["median"]
     benchmark.pedantic(lambda: None, rounds=1)
     benchmark.extra_info.update({k: round(v, 3) for k, v in ratios.items()})
-    print("\nmodel switch, bankml-serve / llama-server time (medians):", {k: round(v, 3) for k, v in ratios.items()})
+    print("\nmodel switch, bankml-serve / llama-server (medians):", {k: round(v, 3) for k, v in ratios.items()})
     for (who, case), s in sorted(STATS.items()):
-        print(f"  {who:13} {case:13}", _ms(s) if "median" in s else {k: round(v * 1000, 1) for k, v in s.items()},
-              "ms")
+        print(f"  {who:13} {case:17}", _ms(s) if who != "pairs" else {k: round(v, 3) for k, v in s.items()},
+              "" if who == "pairs" else "ms")
+    if SHA256:
+        print("  sha256", {k: round(v * 1000, 1) for k, v in SHA256.items()}, "ms")
     print("  load", os.getloadavg())
