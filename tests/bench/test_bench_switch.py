@@ -53,6 +53,7 @@ GEMMA_NOTE = "bankml refuses Gemma 3 at load: not playable yet, issue 14"
 STATS: dict[tuple[str, str], dict] = {}       # (server, case) -> {"median", "min", "max", ...} in seconds
 ANSWERS: dict[tuple[str, str], str] = {}      # (server, model) -> the first token's text
 SHA256: dict[str, float] = {}                 # file name -> seconds
+PARTS: dict[str, float] = {}                  # a step of bankml's in-process switch -> seconds per switch
 
 
 def _models_source() -> Path:
@@ -325,6 +326,66 @@ def test_sha256(benchmark, smollm2_dir):
     SHA256.update({k: statistics.median(v) for k, v in out.items()})
 
 
+def test_bankml_switch_parts(benchmark, smollm2_dir, monkeypatch):
+    """Where a bankml switch goes, in this process: bankml.server.residency's lease of the other model (drop,
+    verify, load; no HTTP, no first token), the loader's steps timed by wrappers, after both files were hashed."""
+    benchmark.group = "bankml switch in-process: drop + verify + load (no HTTP, no token)"
+    from bankml.chat import template as chat_template
+    from bankml.engine import model as engine_model
+    from bankml.models import gguf, verify
+    from bankml.server import app, context, residency
+    from bankml.server.flags import parse_flags
+    from bankml.tokenizer import tokenizer
+    parts: dict[str, list[float]] = {}
+
+    def timed(owner, attr, label, method=False):
+        f = getattr(owner, attr)
+        fn = f.__func__ if method else f
+
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                parts.setdefault(label, []).append(time.perf_counter() - t)
+        monkeypatch.setattr(owner, attr, classmethod(wrapper) if method else wrapper)
+
+    cfg = parse_flags(["--models-dir", smollm2_dir] + ROUTER_ARGS)
+    res = app._residency(cfg, None)
+    try:
+        for m in (Q4, Q8):
+            with res.lease(m):
+                pass
+        timed(residency.Residency, "_drop", "drop (close, gc.collect)")
+        timed(verify, "guard", "GGUF header #1: verify's guard")
+        timed(verify, "sha256_file", "sha256 (cached)")
+        timed(gguf, "read_header_file", "GGUF header #2: ServerContext.load")
+        timed(gguf.GGUFFile, "__init__", "GGUF header #3: Model.open's GGUFFile")
+        timed(tokenizer.Tokenizer, "from_gguf", "Tokenizer.from_gguf (load, and the templates' vocab_facts)",
+              method=True)
+        timed(chat_template, "vocab_facts", "chat templates' vocab_facts (a 2nd tokenizer)")
+        timed(context, "_templates", "chat templates (with vocab_facts)")
+        timed(engine_model.Model, "__init__", "Model.__init__ (regrouped weights, KV cache)")
+        timed(engine_model.Model, "open", "Model.open (verify, GGUFFile, __init__)", method=True)
+        timed(context.ServerContext, "load", "ServerContext.load", method=True)
+        names = [Q8, Q4]                # Q8_0 is resident: the first switch is to Q4_1
+        turn = [0]
+
+        def switch():
+            turn[0] += 1
+            with res.lease(names[turn[0] % 2]):
+                pass
+
+        benchmark.pedantic(switch, rounds=SWITCHES, warmup_rounds=0)
+    finally:
+        res.close()
+    steps = {k: round(statistics.median(v) * 1000, 1) for k, v in parts.items()}
+    benchmark.extra_info.update(median_ms_per_switch={k: round(v * len(parts[k]) / SWITCHES, 1)
+                                                      for k, v in steps.items()}, load=os.getloadavg()[0])
+    STATS["bankml in-process", "lease"] = _stats(list(benchmark.stats.stats.data))
+    PARTS.update({k: statistics.median(v) * len(v) / SWITCHES for k, v in parts.items()})
+
+
 @pytest.mark.parametrize("who", SERVERS)
 def test_switch_gemma(benchmark, tmp_path_factory, who):
     benchmark.group = "model switch SmolLM2 Q4_1 <-> Gemma 3 270M Q4_K_M (llama-server only)"
@@ -360,8 +421,12 @@ def test_switch_ratios(benchmark):
     benchmark.extra_info.update({k: round(v, 3) for k, v in ratios.items()})
     print("\nmodel switch, bankml-serve / llama-server (medians):", {k: round(v, 3) for k, v in ratios.items()})
     for (who, case), s in sorted(STATS.items()):
-        print(f"  {who:13} {case:17}", _ms(s) if who != "pairs" else {k: round(v, 3) for k, v in s.items()},
+        print(f"  {who:17} {case:17}", _ms(s) if who != "pairs" else {k: round(v, 3) for k, v in s.items()},
               "" if who == "pairs" else "ms")
+    if PARTS:
+        print("  bankml's switch in-process, median ms per switch:")
+        for k, v in PARTS.items():
+            print(f"    {k:60} {v * 1000:7.1f}")
     if SHA256:
         print("  sha256", {k: round(v * 1000, 1) for k, v in SHA256.items()}, "ms")
     print("  load", os.getloadavg())
