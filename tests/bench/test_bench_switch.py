@@ -3,6 +3,7 @@ models directory (`--models-dir DIR --models-max 1 -t 2 -c 4096 -np 1 --jinja --
 loopback), the same requests, timed at the client (wall clock, HTTP and JSON included), side by side in one run:
 
     python -m pytest tests/bench/test_bench_switch.py --benchmark-only -s
+    python tests/bench/test_bench_switch.py bankml-serve 10    # one whole command: start, first load, 10 switches
 
 DIR is a fresh directory holding hard links of SmolLM2-135M-Instruct Q4_1 and Q8_0 and their pins. One switch is
 a greedy /v1/chat/completions with max_tokens 1 (cache_prompt false) naming the model that is not resident: the
@@ -13,7 +14,10 @@ was loaded once (so bankml has hashed both): `switch`. `warm`: the same request 
 reference. `first load`: a fresh server process, its first request (bankml hashes the pin then), then a switch
 to the other model (hashed too) and two more (not hashed). `gemma`: the switch between Q4_1 and Gemma 3 270M
 Q4_K_M, llama-server only: bankml refuses Gemma 3 at load (not playable yet, issue 14); its row checks the
-refusal and is skipped with that reason.
+refusal and is skipped with that reason. `in turn`: both servers' switches alternately, the ratio pair by pair
+(what holds when the shared machine's speed drifts). `parts`: bankml's switch in this process (the residency's
+lease: drop, verify, load; no HTTP, no token), each step of the loader timed. Besides the wall clock, each
+request's CPU seconds (user + system, of the server, its reaped children and its live ones, from /proc).
 
 Both servers' answers are checked equal. No timing is asserted; medians, min, max, the ratios bankml /
 llama-server (< 1: bankml is faster) and the load go to extra_info and to PERFORMANCE.md ("Model switch").
@@ -430,3 +434,17 @@ def test_switch_ratios(benchmark):
     if SHA256:
         print("  sha256", {k: round(v * 1000, 1) for k, v in SHA256.items()}, "ms")
     print("  load", os.getloadavg())
+
+
+if __name__ == "__main__":
+    # one whole command, for timing from outside (e.g. `/usr/bin/time -v`): start a server on a fresh models
+    # directory, its first request (Q4_1), N switches, stop.   python tests/bench/test_bench_switch.py WHO [N]
+    import tempfile
+    who, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    with tempfile.TemporaryDirectory(prefix="bankml-switch-") as tmp:
+        with Router(who, _models_dir(Path(tmp) / "models", (Q4, Q8))) as r:
+            r.chat(Q4)
+            for _ in range(n):
+                r.switch((Q4, Q8))
+        print(who, "first", round(r.log[0][1] * 1000, 1), "ms; switches median",
+              round(statistics.median(t for _, t in r.log[1:]) * 1000, 1) if n else "-", "ms")
