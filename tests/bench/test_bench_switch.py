@@ -152,6 +152,7 @@ class Router:
 
     def __exit__(self, *exc) -> None:
         self.srv.__exit__(*exc)
+        _taken.discard(self.port)
 
     def request(self, method: str, path: str, body=None) -> tuple[int, object]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
