@@ -152,6 +152,36 @@ def test_swaps_under_load_never_map_two_models(router):
     assert seen == set(ino), f"the sampler saw only {[ino[i] for i in seen]} mapped"
 
 
+def test_request_for_another_model_waits_for_a_running_generation(router):
+    srv, a, b = router
+    ino = {os.stat(a).st_ino, os.stat(b).st_ino}
+    content_of(chat(srv.port, A))                  # A resident
+    long_req = {"method": "POST", "path": "/v1/chat/completions",
+                "body": {"model": A, "messages": [{"role": "user", "content": "Count from 1 to 1000."}],
+                         "temperature": 0, "max_tokens": 150, "ignore_eos": True}}
+    done = {}
+
+    def generate():
+        done["answer"] = sr.answer_record(*sr.send(srv.port, long_req, timeout=120))
+        done["at"] = time.time()
+
+    running = threading.Thread(target=generate, daemon=True)
+    running.start()
+    time.sleep(0.3)                                # A is generating: B must wait, A must not be dropped
+    waited = chat(srv.port, B)
+    b_at = time.time()
+    running.join(120)
+    assert not running.is_alive()
+    long_answer = done["answer"]
+    assert long_answer["status"] == 200, long_answer
+    assert long_answer["json"]["choices"][0]["finish_reason"] == "length"
+    assert long_answer["json"]["usage"]["completion_tokens"] == 150
+    assert waited["status"] == 200 and waited["json"]["model"] == B
+    assert done["at"] <= b_at, "B was answered before A's running generation ended"
+    assert model_status(srv.port, A)["value"] == "unloaded"
+    assert len(mapped_inodes(srv.proc.pid, ino)) == 1
+
+
 def test_each_load_runs_the_pin(router):
     srv, a, b = router
     want_a = content_of(chat(srv.port, A))          # A loaded: B (if it was) unloaded to make room
