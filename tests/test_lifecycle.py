@@ -83,6 +83,15 @@ def rss_kb(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+def flip_byte(path: Path) -> None:
+    """One byte in the middle of a file (its tensor data) inverted, in place; flipped again, the file is back."""
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
 def place(src: Path, dest: Path, link: bool) -> Path:
     """src and its pin in dest (a hard link, or a copy of its own), under src's name."""
     out = dest / src.name
@@ -187,11 +196,7 @@ def test_each_load_runs_the_pin(router):
     want_a = content_of(chat(srv.port, A))          # A loaded: B (if it was) unloaded to make room
     wait_until(lambda: model_status(srv.port, B)["value"] == "unloaded", what=f"{B} to be unloaded")
     assert os.stat(b).st_nlink == 1, "B must be a copy of its own"
-    with open(b, "r+b") as f:                       # one byte of B's weights flipped
-        f.seek(os.path.getsize(b) // 2)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    flip_byte(b)                                    # one byte of B's weights flipped
     refused = chat(srv.port, B)
     assert refused["status"] == 500, refused
     assert refused["json"]["error"]["message"] == f"model name={B} failed to load"
@@ -223,6 +228,21 @@ def test_sleep_unmaps_the_model_and_frees_memory(smollm2_path):
         assert after == before
         assert get(srv.port, "/props")["json"]["is_sleeping"] is False
         assert mapped_inodes(pid, ino) == ino
+
+
+def test_a_wake_runs_the_pin(tmp_path, smollm2_path):
+    copy = place(smollm2_path, tmp_path, link=False)
+    with sr.BankmlServe(["-m", str(copy), "--sleep-idle-seconds", "1"] + FLAGS) as srv:
+        before = content_of(chat(srv.port))
+        wait_until(lambda: get(srv.port, "/props")["json"]["is_sleeping"] is True, 15, "the model to sleep")
+        flip_byte(copy)
+        refused = chat(srv.port)
+        assert refused["status"] == 500, refused
+        message = refused["json"]["error"]["message"]
+        assert "cannot be loaded" in message and "sha256" in message and copy.name in message, message
+        assert get(srv.port, "/health")["status"] == 200
+        flip_byte(copy)                             # the pinned bytes again: the next wake is verified and served
+        assert content_of(chat(srv.port)) == before
 
 
 # ---------------------------------------------------------------- pins at start-up
