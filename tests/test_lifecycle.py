@@ -242,7 +242,6 @@ def test_a_wake_runs_the_pin(tmp_path, smollm2_path):
         assert refused["status"] == 500, refused
         message = refused["json"]["error"]["message"]
         assert "cannot be loaded" in message and "sha256" in message and copy.name in message, message
-        assert get(srv.port, "/health")["status"] == 200
         flip_byte(copy)                             # the pinned bytes again: the next wake is verified and served
         assert content_of(chat(srv.port)) == before
 

@@ -8,10 +8,10 @@ ServerProcess / ServerPreset (same attributes, same flags passed, over tests/ser
 `make_request` / `make_stream_request` answer the same way (body parsed as JSON when it is JSON, a stream that
 does not answer 200 raises ServerError).
 
-Tests that need what bankml does not have are kept, skipped with the missing feature (MISSING): hub downloads,
-.ini presets, /models/sse, /v1/responses/input_tokens, /v1/messages/count_tokens, and the router's
-LLAMA_SERVER_DEBUG_FAKE_TIMING pauses (the queue tests: tests/test_residency.py tests that queue with held
-leases instead).
+The queue tests ("server_lru_sched") run with LLAMA_SERVER_DEBUG_FAKE_TIMING set, as llama.cpp's harness
+sets it (its 2 s pauses in the router's loads and routed requests hold a model busy); the other tests without it
+(it only slows them down). Tests that need what bankml does not have are kept, skipped with the missing feature
+(MISSING): hub downloads, .ini presets, /models/sse, /v1/responses/input_tokens, /v1/messages/count_tokens.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ STORIES260K_INFILL = "smollm2-135m-instruct-f16"     # ggml-org/test-model-stori
 FILES = [f"{m}.gguf" for m in (TINYGEMMA3, STORIES260K, STORIES260K_INFILL)]
 
 DEFAULT_REQUEST_TIMEOUT = 600
+FAKE_TIMING = "LLAMA_SERVER_DEBUG_FAKE_TIMING"
+# the tests llama.cpp's comment says rely on it ("server_lru_sched tests")
+FAKE_TIMING_TESTS = {"test_router_queue_does_not_evict_busy_model", "test_router_queue_coalesces_requests_for_same_model",
+                     "test_router_queue_client_disconnect_keeps_model", "test_router_queue_is_fifo",
+                     "test_router_queue_two_waiters_share_one_eviction"}
 TMP_DIR = None                                      # set by the models fixture (the presets' directory)
 
 MISSING = {
@@ -44,9 +49,6 @@ MISSING = {
            "come from `bankml pull`, pinned, from package registries",
     "preset": "bankml does not read --models-preset .ini files (nor GET /models?reload=1 re-reading one)",
     "sse": "bankml does not stream /models/sse events (they report hub downloads, which bankml does not do)",
-    "fake_timing": "bankml has no LLAMA_SERVER_DEBUG_FAKE_TIMING (the router's 2 s pauses in load and proxy that "
-                   "keep a model busy); without them the busy request ends at once and the queue is never "
-                   "exercised (tests/test_residency.py tests the queue with held leases)",
     "responses_input_tokens": "bankml does not answer /v1/responses/input_tokens (the Responses API, 501)",
     "messages_count_tokens": "bankml does not answer /v1/messages/count_tokens (the Anthropic Messages API, 501)",
 }
@@ -105,6 +107,7 @@ class Server:
         self.model_hf_repo: str | None = None
         self.model_hf_file: str | None = None
         self.offline = True
+        self.fake_timing = False
         self._srv: sr.BankmlServe | None = None
 
     def argv(self) -> list[str]:
@@ -129,8 +132,21 @@ class Server:
         return self._srv.port
 
     def start(self, timeout_seconds: int = 120) -> None:
-        self._srv = sr.BankmlServe(self.argv(), start_timeout=timeout_seconds)
-        self._srv.__enter__()
+        # LLAMA_SERVER_DEBUG_FAKE_TIMING: the router's 2 s pauses in every load and routed request, that the
+        # queue tests hold a model busy with (llama.cpp's harness sets it for every server; here only for them)
+        saved = os.environ.get(FAKE_TIMING)
+        if self.fake_timing:
+            os.environ[FAKE_TIMING] = "1"
+        else:
+            os.environ.pop(FAKE_TIMING, None)
+        try:
+            self._srv = sr.BankmlServe(self.argv(), start_timeout=timeout_seconds)
+            self._srv.__enter__()
+        finally:
+            if saved is None:
+                os.environ.pop(FAKE_TIMING, None)
+            else:
+                os.environ[FAKE_TIMING] = saved
 
     def stop(self) -> None:
         if self._srv is not None:
@@ -212,6 +228,7 @@ def models(tmp_path_factory):
 def create_server(request):
     global server
     server = ServerPreset.tinyllama2() if request.node.name.startswith("test_server_sleep") else ServerPreset.router()
+    server.fake_timing = request.node.name in FAKE_TIMING_TESTS
     yield
     server.stop()
 
@@ -408,7 +425,6 @@ def _start_with_busy_model(models_max: int, *preload: str) -> _Bg:
     return busy
 
 
-@missing("fake_timing")
 def test_router_queue_does_not_evict_busy_model():
     """a request that finds no free slot waits, and the model serving a request survives it"""
     busy = _start_with_busy_model(1, MODEL_A)
@@ -427,7 +443,6 @@ def test_router_queue_does_not_evict_busy_model():
     assert _get_model_status(MODEL_A) == "unloaded"
 
 
-@missing("fake_timing")
 def test_router_queue_coalesces_requests_for_same_model():
     """many requests for one missing model share a slot, so only one model is given up"""
     # keep MODEL_A busy so MODEL_B is the only model that can be given up
@@ -448,7 +463,6 @@ def test_router_queue_coalesces_requests_for_same_model():
     assert _get_model_status(MODEL_B) == "unloaded"
 
 
-@missing("fake_timing")
 def test_router_queue_client_disconnect_keeps_model():
     """a client that leaves while queued must not cost a running model its slot"""
     busy = _start_with_busy_model(1, MODEL_A)
@@ -466,7 +480,6 @@ def test_router_queue_client_disconnect_keeps_model():
     assert _get_model_status(MODEL_B) == "unloaded"
 
 
-@missing("fake_timing")
 def test_router_queue_is_fifo():
     """the queue is served in arrival order"""
     busy = _start_with_busy_model(1, MODEL_A)
