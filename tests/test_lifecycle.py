@@ -9,7 +9,7 @@ that every load runs the pin.
 - single-model mode, --sleep-idle-seconds 1: asleep, the file is unmapped and the memory given back; woken, the
   same answer; a wake runs the pin too;
 - a renamed copy of a pinned model is that model (its pin found by sha256); an unpinned file is refused at start;
-- a file changed under a running generation (a strict xfail: see its reason).
+- a file changed under a running generation: the new request is refused at once, the running one ends whole.
 """
 
 from __future__ import annotations
@@ -281,11 +281,6 @@ def test_unpinned_file_is_refused_at_start(tmp_path, smollm2_path):
 
 # ---------------------------------------------------------------- a file changed under a running request
 
-@pytest.mark.xfail(strict=True, reason="bug: a request that finds the file changed (Residency.acquire, residency.py) "
-                   "drops the model while another request is generating on it: _drop -> ServerContext.close -> "
-                   "Worker.stop (generation.py) waits up to 10 s for the worker while holding the residency's lock "
-                   "(the refusal and every other request wait), then frees the model under the generation, which "
-                   "fails ('NoneType' object has no attribute 'logits_view') and is never answered")
 def test_changed_file_does_not_cut_a_running_generation_short(tmp_path, smollm2_path):
     copy = tmp_path / "copy.gguf"                  # a copy of its own (its mtime is changed), pinned by content
     shutil.copyfile(smollm2_path, copy)

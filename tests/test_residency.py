@@ -331,9 +331,6 @@ def test_keep_alive_positive_expires(make):
     assert a.closed and loader.calls == ["a"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug (latent: nothing calls set_keep_alive yet): Residency._reap (residency.py) "
-                   "looks only at LOADED models, so a keep_alive set on a sleeping model never unloads it; it "
-                   "stays resident (counted by --models-max, its cached answers kept)")
 def test_keep_alive_unloads_a_sleeping_model(make):
     res, loader = make(sleep_idle=0.05)
     use(res, "a")
@@ -384,10 +381,6 @@ def test_replaced_file_is_refused(make, files, tmp_path):
     assert res.status("a") == UNLOADED
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Residency.acquire (residency.py, the `not self._same_file(r)` branch) "
-                   "drops the model with _drop while other leases still hold it (r.users > 0): their context "
-                   "is closed under them (in bankml-serve: the worker stopped and the weights freed under a "
-                   "running generation)")
 def test_changed_file_does_not_close_a_held_context(make, files):
     res, loader = make()
     holder = held(res, "a")
@@ -456,8 +449,6 @@ def test_unload_now_and_background_load(make):
     assert len(loader.open) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Residency._load_locked (residency.py, after the loader returns) marks the "
-                   "model LOADED even when close() ran meanwhile: the context it loaded is never closed")
 def test_close_during_a_load_closes_what_it_loaded(make):
     res, loader = make()
     loader.delay = 0.3

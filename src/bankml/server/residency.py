@@ -105,6 +105,7 @@ class Resident:
     metrics: object = None                # its /metrics counters, carried across sleep
     n_loads: int = 0                      # loads (and wakes) so far
     owned: bool = True                    # close() closes its context (False: a context lent by its owner)
+    stale: bool = False                   # its file changed since its load: no new lease, dropped when idle
     pending: bool = False                 # load() asked for it; its thread has not started loading yet
 
     @property
@@ -210,9 +211,12 @@ class Residency:
                 if cancelled is not None and cancelled.is_set():
                     raise Cancelled()
                 if r.status == LOADED:
-                    if not self._same_file(r):
-                        self._drop(r, UNLOADED)
-                        self._cond.notify_all()
+                    if r.stale or not self._same_file(r):
+                        # never served again; dropped once the requests that hold it are done
+                        r.stale = True
+                        if r.users == 0:
+                            self._drop(r, UNLOADED)
+                            self._cond.notify_all()
                         raise FileChanged(r.name, r.path)
                     r.users += 1
                     if touch:
@@ -230,6 +234,8 @@ class Residency:
         with self._cond:
             r.users -= 1
             r.idle_since = time.monotonic()
+            if r.stale and r.users == 0 and r.status == LOADED:
+                self._drop(r, UNLOADED)
             self._cond.notify_all()
 
     def peek(self, name: str | None = None):
@@ -352,6 +358,9 @@ class Residency:
                 error = str(e) or type(e).__name__
         finally:
             self._cond.acquire()
+        if error is None and self._closed:       # close() ran meanwhile: what was loaded goes too
+            ctx.close()
+            error = "the server is shutting down"
         if error is not None:
             log.warning("model %s not loaded: %s", r.name, error)
             r.status, r.ctx, r.failure = UNLOADED, None, error
@@ -359,7 +368,7 @@ class Residency:
                 r.cached.clear()
             self._cond.notify_all()
             return error
-        r.ctx, r.identity, r.status = ctx, identity, LOADED
+        r.ctx, r.identity, r.status, r.stale = ctx, identity, LOADED, False
         r.last_used = r.idle_since = time.monotonic()
         r.info = ctx.model_info()["meta"]
         r.n_loads += 1
@@ -415,14 +424,15 @@ class Residency:
             while not self._closed:
                 now = time.monotonic()
                 for r in self.models.values():
-                    if r.status != LOADED or r.users:
+                    if r.status not in (LOADED, SLEEPING) or r.users:
                         continue
                     idle = now - r.idle_since
                     if r.keep_alive is not None and idle >= r.keep_alive:
                         log.info("model %s unloaded: its keep-alive expired", r.name)
                         self._drop(r, UNLOADED)
                         self._cond.notify_all()
-                    elif r.keep_alive is None and self.sleep_idle is not None and idle >= self.sleep_idle:
+                    elif (r.status == LOADED and r.keep_alive is None and self.sleep_idle is not None
+                          and idle >= self.sleep_idle):
                         log.info("model %s is sleeping", r.name)
                         self._drop(r, SLEEPING)
                         self._cond.notify_all()

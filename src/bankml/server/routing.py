@@ -30,6 +30,7 @@ log = logging.getLogger("bankml.server")
 #: the routes that never wake a sleeping model (server-context.cpp: create_response(true))
 BYPASS_SLEEP = frozenset({("GET", "/health"), ("GET", "/v1/health"), ("GET", "/props"), ("GET", "/models"),
                           ("GET", "/v1/models"), ("GET", "/metrics")})
+HEALTH = frozenset({("GET", "/health"), ("GET", "/v1/health")})       # never a model's: always answered
 #: the router's own routes (server.cpp, router mode)
 ROUTER_OWN = frozenset({("GET", "/health"), ("GET", "/v1/health"), ("GET", "/models"), ("GET", "/v1/models"),
                         ("POST", "/models"), ("DELETE", "/models"), ("POST", "/models/load"),
@@ -96,7 +97,7 @@ class ModelScope:
         key = (scope["method"], scope["path"])
         if not self.router:
             r = self.residency.resolve(None)
-            if not self._known(scope) or (key in BYPASS_SLEEP and r.status in (LOADED, SLEEPING)):
+            if not self._known(scope) or key in HEALTH or (key in BYPASS_SLEEP and r.status in (LOADED, SLEEPING)):
                 await self._run(scope, receive, send, r, None)   # answered asleep, or llama-server's 404
                 return
             await self._leased(scope, receive, send, r)
