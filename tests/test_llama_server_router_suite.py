@@ -205,8 +205,9 @@ server: Server
 
 
 @pytest.fixture(scope="module", autouse=True)
-def models(tmp_path_factory):
-    """The temp --models-dir: hard links (copies where linking fails) of the three files and their pins."""
+def models(tmp_path_factory, smollm2_path, smollm2_q8_0_path, smollm2_f16_path):
+    """The temp --models-dir: hard links (copies where linking fails) of the three files and their pins (the
+    derived two made first by conftest's fixtures, as `bankml pull` makes them)."""
     global ROUTER_MODELS_DIR, TMP_DIR
     src = models_dir()
     absent = [f for f in FILES if not (src / f).exists()]

@@ -4,7 +4,7 @@ tests/router_replay.normalize_router (status, compared headers, body up to creat
 program and the children's ports in /models' status.args), every wait reaching its state.
 
 Needs the three SmolLM2 files in the models directory (Q4_1, and the derived Q8_0 and F16 that `bankml pull`
-makes); skipped when one is missing.
+makes, and which conftest's fixtures make first when they are missing).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def test_router_records():
 
 
 @pytest.fixture(scope="module")
-def model_source():
+def model_source(smollm2_path, smollm2_q8_0_path, smollm2_f16_path):
+    # the derived Q8_0 and F16 files are made by conftest's fixtures (bankml pull) when they are not there yet
     src = models_dir()
     missing = [f for f in FILES if not (src / f).exists()]
     if missing:
