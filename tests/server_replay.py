@@ -262,7 +262,12 @@ def differences(want: dict, got: dict) -> list[str]:
         compared = sorted({h for h in list(want["headers"]) + list(got["headers"]) if h not in TARGET_SKIPPED_HEADERS})
         if want.get("target_saw") != got.get("target_saw"):
             diffs.append(f"the target saw {got.get('target_saw')!r} != {want.get('target_saw')!r}")
+    # a body that holds the model's path ($MODEL once normalized) has a length that depends on where the models
+    # directory is ($BANKML_MODELS): its Content-Length is not compared
+    holds_path = any("$MODEL" in dumps(a.get(k)) for a in (want, got) for k in ("json", "text", "sse") if k in a)
     for h in compared:
+        if h == "content-length" and holds_path:
+            continue
         if want["headers"].get(h) != got["headers"].get(h):
             diffs.append(f"header {h}: {got['headers'].get(h)!r} != {want['headers'].get(h)!r}")
     for kind in ("json", "text", "hex"):

@@ -363,6 +363,14 @@ def _cache_type(attr):
     return apply
 
 
+def _slot_save_path(cfg, flag, v):
+    """common/arg.cpp: a directory that exists, with the separator appended, so that a slot file's name is
+    joined inside it (without the separator "ok.bin" became "slotsok.bin" beside it)."""
+    if not os.path.isdir(v):
+        raise FlagError(f"error while handling argument \"{flag}\": not a directory: {v}")
+    cfg.slot_save_path = v if v.endswith(os.sep) else v + os.sep
+
+
 def _sleep_idle(cfg, flag, v):
     n = _int(flag, v)
     if n == 0 or n < -1:
@@ -405,7 +413,7 @@ _FLAGS = [
     (("--props",), False, _flag("endpoint_props", True)),
     (("--slots",), False, _flag("endpoint_slots", True)),
     (("--no-slots",), False, _flag("endpoint_slots", False)),
-    (("--slot-save-path",), True, _set("slot_save_path")),
+    (("--slot-save-path",), True, _slot_save_path),
     (("-sps", "--slot-prompt-similarity"), True, _set("slot_prompt_similarity", _float)),
     (("-cram", "--cache-ram"), True, _set("cache_ram_mib", _int)),
     (("--cache-idle-slots",), False, _flag("cache_idle_slots", True)),

@@ -8,7 +8,11 @@ padded to the size llama-server's file would have, so `n_written` / `n_read` are
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import struct
+import tempfile
 import time
 
 from starlette.requests import Request
@@ -16,10 +20,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...cxx import nljson
-from ..http import error_response, json_response
+from ..http import Refusal, error_response, json_response
 from ..routing import context_of, resident_of
 
 _MAGIC = b"BKSL"
+
+log = logging.getLogger("bankml.server")
 
 
 def slot_json(ctx, slot) -> dict:
@@ -90,6 +96,23 @@ def _meta_bytes(ctx, n: int) -> int:
     return 24 + (8 + 24 * ctx.model.hparams.n_layer + 12 * n if n > 0 else 0)
 
 
+def write_atomically(path: str, data: bytes) -> None:
+    """The file appears whole or not at all: written to a temporary name beside it, flushed to the disk, then
+    renamed over the old one (a save killed half-way leaves the previous file as it was)."""
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".slot-", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def _save(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
     slot = ctx.slots.by_id(slot_id_raw)
     t0 = time.perf_counter()
@@ -97,8 +120,11 @@ def _save(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
     n = len(slot.tokens)
     data = (_MAGIC + struct.pack("<II", 1, n) + struct.pack(f"<{n}i", *slot.tokens)
             + bytes(_meta_bytes(ctx, n)) + state)
-    with open(path, "wb") as f:
-        f.write(data)
+    try:
+        write_atomically(path, data)
+    except OSError as e:                 # llama_state_seq_save_file wrote nothing: llama-server's 500
+        log.warning("slot save to %s failed: %s", path, e)
+        raise Refusal(500, "Unable to save slot", "server_error") from None
     return {"id_slot": slot_id_raw, "filename": filename, "n_saved": len(slot.tokens), "n_written": len(data),
             "timings": {"save_ms": (time.perf_counter() - t0) * 1000}}
 
