@@ -215,7 +215,4 @@ def _loader(cfg: ServerConfig, path: str, name: str) -> ServerContext:
 def _router_loader(cfg: ServerConfig, path: str, name: str) -> ServerContext:
     """A routed model's context: the router's flags with `-m PATH --alias NAME`, as llama-server starts its
     children."""
-    child = dataclasses.replace(cfg, model=path, aliases=[name], models_dir="")
-    loaded = ServerContext.load(child, path=path)
-    loaded.start()
-    return loaded
+    return _loader(dataclasses.replace(cfg, model=path, aliases=[name], models_dir=""), path, name)

@@ -230,6 +230,21 @@ class Residency:
                 if failure is not None:
                     raise LoadFailed(r.name, failure)
 
+    def try_acquire(self, r: Resident, touch: bool = True):
+        """acquire() for a loaded model whose file is unchanged, when the lock is free at once; None otherwise
+        (then acquire() decides, on a thread)."""
+        if not self._cond.acquire(blocking=False):
+            return None
+        try:
+            if r.status != LOADED or r.stale or self._closed or not self._same_file(r):
+                return None
+            r.users += 1
+            if touch:
+                r.last_used = time.monotonic()
+            return r.ctx
+        finally:
+            self._cond.release()
+
     def release(self, r: Resident) -> None:
         with self._cond:
             r.users -= 1

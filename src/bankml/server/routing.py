@@ -97,8 +97,9 @@ class ModelScope:
         key = (scope["method"], scope["path"])
         if not self.router:
             r = self.residency.resolve(None)
-            if not self._known(scope) or key in HEALTH or (key in BYPASS_SLEEP and r.status in (LOADED, SLEEPING)):
-                await self._run(scope, receive, send, r, None)   # answered asleep, or llama-server's 404
+            if key in HEALTH or (key in BYPASS_SLEEP and r.status in (LOADED, SLEEPING)) or (
+                    r.status != LOADED and not self._known(scope)):
+                await self._run(scope, receive, send, r, None)   # answered asleep, or a 404 that wakes nothing
                 return
             await self._leased(scope, receive, send, r)
             return
@@ -117,8 +118,7 @@ class ModelScope:
                 return
             name = parsed.get("model", "") if isinstance(parsed, dict) else ""
             if not isinstance(name, str):
-                await _answer(send, Refusal(500, "[json.exception.type_error.302] type must be string, but is "
-                                                 + _json_type(name), "server_error"))
+                await _answer(send, Refusal(500, str(nljson.type_must_be("string", name)), "server_error"))
                 return
         auto = self.autoload
         if "autoload" in q:
@@ -148,9 +148,12 @@ class ModelScope:
             if ctx is None:
                 return
         else:
-            ctx = await self._wait(r, touch, None, send, routed)
+            # a loaded model: no thread hop unless the residency is busy (a load or a drop holds its lock)
+            ctx = self.residency.try_acquire(r, touch)
             if ctx is None:
-                return
+                ctx = await self._wait(r, touch, None, send, routed)
+                if ctx is None:
+                    return
         try:
             if routed and self.residency.fake_timing:
                 await anyio.sleep(2)           # held (busy) meanwhile, as llama-server's router sleeps
@@ -243,8 +246,3 @@ async def _answer(send, refusal: Refusal) -> None:
                 "headers": [(b"content-type", b"application/json; charset=utf-8"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
-
-
-def _json_type(v) -> str:
-    return {bool: "boolean", int: "number", float: "number", list: "array", dict: "object",
-            type(None): "null"}.get(type(v), "string")

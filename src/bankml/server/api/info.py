@@ -61,8 +61,7 @@ async def models(request: Request) -> Response:
     ctx = context_of(request)
     if ctx is None:
         body = _cached(request, "models")
-        if body is not None:
-            body["data"][0]["created"] = int(time.time())
+        if body is not None:                    # as it was when the model fell asleep (its created too)
             return json_response(body)
     return json_response(models_body(ctx))
 
