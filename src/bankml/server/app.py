@@ -86,7 +86,8 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
 
 
 def _routes(router: bool = False):
-    from .api import completion as completion_api, slots as slots_api, stream_sessions
+    from .api import completion as completion_api, ollama as ollama_api, ollama_models, slots as slots_api, \
+        stream_sessions
     from .agent import cors_proxy, tools
     if router:
         from .api import router as router_api
@@ -94,7 +95,8 @@ def _routes(router: bool = False):
     else:
         first = []
     return (first + info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
-            + slots_api.routes + stream_sessions.routes + cors_proxy.routes + tools.routes + other_routes)
+            + slots_api.routes + stream_sessions.routes + cors_proxy.routes + tools.routes + other_routes
+            + ollama_api.routes + ollama_models.routes)
 
 
 def _json_error(raw: bytes) -> Response:

@@ -37,6 +37,12 @@ ROUTER_OWN = frozenset({("GET", "/health"), ("GET", "/v1/health"), ("GET", "/mod
                         ("POST", "/models/unload"), ("GET", "/models/sse")})
 
 
+def is_ollama(path: str) -> bool:
+    """Ollama's routes (bankml.server.api.ollama, ollama_models): they name their model in Ollama's way and take
+    its lease themselves, so this middleware passes them through untouched."""
+    return path == "/" or path.startswith("/api/")
+
+
 def context_of(request):
     """The ServerContext this request runs on (None: its model sleeps and the route does not wake it)."""
     if "bankml.resident" in request.scope:
@@ -95,6 +101,9 @@ class ModelScope:
             await self.app(scope, receive, send)
             return
         key = (scope["method"], scope["path"])
+        if is_ollama(scope["path"]):
+            await self.app(scope, receive, send)
+            return
         if not self.router:
             r = self.residency.resolve(None)
             if key in HEALTH or (key in BYPASS_SLEEP and r.status in (LOADED, SLEEPING)) or (
