@@ -135,3 +135,36 @@ def test_port_0_and_unbindable_addresses(smollm2_path):
     assert r.returncode == 1 and "--port 0 is not supported with multiple TCP addresses" in r.stderr
     r = subprocess.run(base + ["--host", "192.0.2.1", "--port", "9399"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "couldn't bind HTTP server socket, hostname: 192.0.2.1, port: 9399" in r.stderr
+
+
+def test_ollama_address(smollm2_path):
+    # OLLAMA_HOST (envconfig.Host): bankml-serve also listens on Ollama's address, with Ollama's routes there
+    import os
+    from bankml.server.cli import ollama_address
+    assert ollama_address({}) == ("127.0.0.1", 11434)
+    assert ollama_address({"OLLAMA_HOST": "0.0.0.0"}) == ("0.0.0.0", 11434)
+    assert ollama_address({"OLLAMA_HOST": "http://example.com"}) == ("example.com", 80)
+    assert ollama_address({"OLLAMA_HOST": "'[::1]:5'"}) == ("::1", 5)
+    assert ollama_address({"OLLAMA_HOST": "h:99999"}) == ("h", 11434)
+    port, oport = _free_port(), _free_port()
+    p = subprocess.Popen([sys.executable, "-m", "bankml.server.cli", "-m", str(smollm2_path), "-c", "1024", "-np",
+                          "1", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, OLLAMA_HOST=f"127.0.0.1:{oport}"))
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"http://127.0.0.1:{oport}/", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.1)
+        r = httpx.get(f"http://127.0.0.1:{oport}/", timeout=5)
+        assert (r.status_code, r.text, r.headers["content-type"]) == (200, "Ollama is running",
+                                                                      "text/plain; charset=utf-8")
+        assert httpx.get(f"http://127.0.0.1:{oport}/api/version", timeout=5).json() == {"version": "0.13.3"}
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json() == {"status": "ok"}
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0
+    assert f"listening on http://127.0.0.1:{oport} (Ollama's address)" in p.stderr.read()
