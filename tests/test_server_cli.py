@@ -105,14 +105,7 @@ def test_several_addresses_and_a_unix_socket(smollm2_path, tmp_path):
                           "1", "--port", str(port), "--host", ",".join(hosts)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=dict(os.environ, LLAMA_ARG_HOST="192.0.2.1"))
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert p.poll() is None, p.stderr.read()
-            time.sleep(0.1)
+        _wait_for(p, f"http://127.0.0.1:{port}/health")
         if ipv6:
             assert httpx.get(f"http://[::1]:{port}/health", timeout=5).status_code == 200
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock))) as c:
@@ -137,6 +130,18 @@ def test_port_0_and_unbindable_addresses(smollm2_path):
     assert r.returncode == 1 and "couldn't bind HTTP server socket, hostname: 192.0.2.1, port: 9399" in r.stderr
 
 
+def _wait_for(p, url: str) -> None:
+    """Until `url` answers 200 (the process must stay up meanwhile)."""
+    for _ in range(300):
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert p.poll() is None, p.stderr.read()
+        time.sleep(0.1)
+
+
 def test_ollama_address(smollm2_path):
     # OLLAMA_HOST (envconfig.Host): bankml-serve also listens on Ollama's address, with Ollama's routes there
     import os
@@ -151,14 +156,7 @@ def test_ollama_address(smollm2_path):
                           "1", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, OLLAMA_HOST=f"127.0.0.1:{oport}"))
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{oport}/", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert p.poll() is None, p.stderr.read()
-            time.sleep(0.1)
+        _wait_for(p, f"http://127.0.0.1:{oport}/")
         r = httpx.get(f"http://127.0.0.1:{oport}/", timeout=5)
         assert (r.status_code, r.text, r.headers["content-type"]) == (200, "Ollama is running",
                                                                       "text/plain; charset=utf-8")
