@@ -67,6 +67,9 @@ RAW = [
     ("chat-null-body", "POST", "/api/chat", "null", 400, J, E("model is required"), "routes.go:1873"),
     ("chat-trailing-garbage", "POST", "/api/chat", '{"model":"nosuch-h4"} trailing', 404, J,
      E("model 'nosuch-h4' not found"), "routes.go:1887"),
+    # encoding/json matches keys without regard to case
+    ("chat-key-case", "POST", "/api/chat", {"MODEL": "nosuch-h4", "Messages": []}, 404, J,
+     E("model 'nosuch-h4' not found"), "routes.go:1887"),
     ("chat-model-number", "POST", "/api/chat", {"model": 5}, 400, J,
      E(unmarshal("number", "ChatRequest.model", "string")), "routes.go:1862"),
     ("chat-messages-string", "POST", "/api/chat", {"model": MODEL, "messages": "hi"}, 400, J,
@@ -145,6 +148,9 @@ RAW = [
      E(unmarshal("string", "GenerateRequest.context", "[]int")), "routes.go:183"),
     ("generate-raw-string", "POST", "/api/generate", {**GEN1, "raw": "yes"}, 400, J,
      E(unmarshal("string", "GenerateRequest.raw", "bool")), "routes.go:183"),
+    # ImageData is []byte: encoding/json reads it as base64 and reports base64's own error
+    ("generate-images-not-base64", "POST", "/api/generate", {**GEN1, "images": ["!!"]}, 400, J,
+     E("illegal base64 data at input byte 0"), "routes.go:183 (types.go:96)"),
     ("generate-top-logprobs-25", "POST", "/api/generate", {**GEN1, "top_logprobs": 25}, 400, J,
      E("top_logprobs must be between 0 and 20"), "routes.go:188"),
     # generate answers an invalid name with 404 (the comment at routes.go:193), chat with 400

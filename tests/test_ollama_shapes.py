@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -162,6 +163,10 @@ def test_chat_load_and_unload(port):
     assert (u["model"], u["message"], u["done"], u["done_reason"]) == (MODEL, {"role": "assistant", "content": ""},
                                                                          True, "unload")
     assert CREATED_AT.match(u["created_at"])
+    # expireRunner (server/sched.go) lets the scheduler unload it: /api/ps empties, at once or soon after
+    deadline = time.time() + 10
+    while call(port, "GET", "/api/ps").json() != {"models": []} and time.time() < deadline:
+        time.sleep(0.05)
     assert call(port, "GET", "/api/ps").json() == {"models": []}
     load = call(port, "POST", "/api/chat", body={"model": MODEL, "messages": []}).json()
     assert list(load) == ["model", "created_at", "message", "done", "done_reason"]
