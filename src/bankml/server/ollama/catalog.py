@@ -43,7 +43,11 @@ class Catalog:
         for r in list(self.residency.models.values()):
             n = names.parse(r.name)
             if not n.valid:
-                continue
+                # a -m FILE model is named by its path: its Ollama name is the file's stem
+                stem = os.path.basename(r.path)
+                n = names.parse(stem[:-5] if stem.lower().endswith(".gguf") else stem)
+                if not n.valid:
+                    continue
             try:
                 mtime = os.stat(r.path).st_mtime
             except OSError:
