@@ -203,13 +203,19 @@ async def _handle(request: Request, chat: bool) -> Response:
         raise
 
 
-def _done_only(chat: bool, name: str, reason: str) -> dict:
+def _empty(chat: bool, name: str, done: bool) -> dict:
+    """A ChatResponse / GenerateResponse without text (Go's field order)."""
     d = {"model": name, "created_at": gojson.go_time()}
     if chat:
         d["message"] = {"role": "assistant", "content": ""}
     else:
         d["response"] = ""
-    d["done"] = True
+    d["done"] = done
+    return d
+
+
+def _done_only(chat: bool, name: str, reason: str) -> dict:
+    d = _empty(chat, name, True)
     d["done_reason"] = reason
     return d
 
@@ -267,12 +273,7 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
         prompt_text = req.get("prompt", "")
     if req.get("_debug_render_only"):
         release()
-        d = {"model": name, "created_at": gojson.go_time()}
-        if chat:
-            d["message"] = {"role": "assistant", "content": ""}
-        else:
-            d["response"] = ""
-        d["done"] = False
+        d = _empty(chat, name, False)
         dbg = {"rendered_template": prompt_text}
         if n_images:
             dbg["image_count"] = n_images
