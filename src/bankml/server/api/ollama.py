@@ -256,6 +256,9 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
         return tok.tokenize(s, False, True)
 
     raw = bool(req.get("raw")) if not chat else False
+    if not chat and not raw and req.get("template"):
+        # routes.go:412 parses and runs a Go template; bankml renders the GGUF's chat template only
+        raise Answer(501, "a request template (Go template syntax) is not reproduced by bankml yet")
     context = req.get("context") if not chat else None
     if chat:
         msgs = oprompt.chat_messages(m, _ollama_msgs(req.get("messages") or []))
@@ -300,7 +303,7 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
     try:
         prep = prepare(ctx, body, family)
     except Refusal as e:
-        raise Answer(e.status if e.status < 500 else 500, e.message) from None
+        raise Answer(e.status, e.message) from None
     # the runner's truncation (runner.go:131), then the context of `-c num_ctx -np 1`
     try:
         prep.inputs[0] = oprompt.runner_truncate(prep.inputs[0], num_ctx, opts["num_keep"], truncate)
