@@ -104,3 +104,15 @@ def test_errors(client):
     assert (r.status_code, r.json()) == (400, {"error": "missing request body"})
     r = client.post("/api/embed", json={"model": NAME, "input": "x"})
     assert r.status_code == 501
+
+
+def test_logprobs_and_tools(client):
+    r = client.post("/api/chat", json={"model": NAME, "messages": MSGS, "stream": False, "logprobs": True,
+                                       "top_logprobs": 2, "options": {"seed": 2, "num_predict": 4}}).json()
+    lp = r["logprobs"]
+    assert len(lp) == r["eval_count"] - (1 if r["done_reason"] == "stop" else 0)
+    assert "".join(e["token"] for e in lp) == r["message"]["content"]
+    assert all(len(e["top_logprobs"]) == 2 and e["logprob"] <= 0 for e in lp)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    r = client.post("/api/chat", json={"model": NAME, "messages": MSGS, "tools": tools})
+    assert r.status_code in (400, 501)

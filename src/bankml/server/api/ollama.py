@@ -113,11 +113,12 @@ def _keep_alive(request: Request, m, req: dict, was_running: bool) -> None:
         residency.set_keep_alive(m.resident, ka.to_seconds(ka.default_ns()))
 
 
-def _template_source(ctx) -> str:
+def _has_tools(ctx) -> bool:
+    """The tools capability (images.go:112): here, whether the GGUF's chat template takes tool calls."""
     try:
-        return ctx.templates.source() or ""
+        return bool(ctx.templates.caps().get("supports_tool_calls"))
     except Exception:
-        return str(getattr(ctx.templates, "template", "") or "")
+        return False
 
 
 # --- the handlers -----------------------------------------------------------------------------------------------
@@ -186,7 +187,7 @@ async def _handle(request: Request, chat: bool) -> Response:
             residency.release(r)
     try:
         _keep_alive(request, m, req, was_running)
-        if chat and req.get("tools") and "tools" not in _template_source(ctx):
+        if chat and req.get("tools") and not _has_tools(ctx):
             release()
             return _error(400, f"{n} does not support tools")
         t_loaded = time.monotonic_ns()
