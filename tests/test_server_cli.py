@@ -105,14 +105,7 @@ def test_several_addresses_and_a_unix_socket(smollm2_path, tmp_path):
                           "1", "--port", str(port), "--host", ",".join(hosts)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=dict(os.environ, LLAMA_ARG_HOST="192.0.2.1"))
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert p.poll() is None, p.stderr.read()
-            time.sleep(0.1)
+        _wait_for(p, f"http://127.0.0.1:{port}/health")
         if ipv6:
             assert httpx.get(f"http://[::1]:{port}/health", timeout=5).status_code == 200
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock))) as c:
@@ -135,3 +128,41 @@ def test_port_0_and_unbindable_addresses(smollm2_path):
     assert r.returncode == 1 and "--port 0 is not supported with multiple TCP addresses" in r.stderr
     r = subprocess.run(base + ["--host", "192.0.2.1", "--port", "9399"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "couldn't bind HTTP server socket, hostname: 192.0.2.1, port: 9399" in r.stderr
+
+
+def _wait_for(p, url: str) -> None:
+    """Until `url` answers 200 (the process must stay up meanwhile)."""
+    for _ in range(300):
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert p.poll() is None, p.stderr.read()
+        time.sleep(0.1)
+
+
+def test_ollama_address(smollm2_path):
+    # OLLAMA_HOST (envconfig.Host): bankml-serve also listens on Ollama's address, with Ollama's routes there
+    import os
+    from bankml.server.cli import ollama_address
+    assert ollama_address({}) == ("127.0.0.1", 11434)
+    assert ollama_address({"OLLAMA_HOST": "0.0.0.0"}) == ("0.0.0.0", 11434)
+    assert ollama_address({"OLLAMA_HOST": "http://example.com"}) == ("example.com", 80)
+    assert ollama_address({"OLLAMA_HOST": "'[::1]:5'"}) == ("::1", 5)
+    assert ollama_address({"OLLAMA_HOST": "h:99999"}) == ("h", 11434)
+    port, oport = _free_port(), _free_port()
+    p = subprocess.Popen([sys.executable, "-m", "bankml.server.cli", "-m", str(smollm2_path), "-c", "1024", "-np",
+                          "1", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, OLLAMA_HOST=f"127.0.0.1:{oport}"))
+    try:
+        _wait_for(p, f"http://127.0.0.1:{oport}/")
+        r = httpx.get(f"http://127.0.0.1:{oport}/", timeout=5)
+        assert (r.status_code, r.text, r.headers["content-type"]) == (200, "Ollama is running",
+                                                                      "text/plain; charset=utf-8")
+        assert httpx.get(f"http://127.0.0.1:{oport}/api/version", timeout=5).json() == {"version": "0.13.3"}
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json() == {"status": "ok"}
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0
+    assert f"listening on http://127.0.0.1:{oport} (Ollama's address)" in p.stderr.read()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -105,6 +106,53 @@ def _bind_tcp(host: str, port: int, v6only: bool) -> socket.socket:
     raise BindError(f"couldn't bind HTTP server socket, hostname: {host}, port: {port}")
 
 
+def ollama_address(environ=None) -> tuple[str, int]:
+    """envconfig.Host (Ollama v0.13.3): $OLLAMA_HOST as [scheme://]host[:port][/path], trimmed of blanks and
+    quotes; a missing port is 11434 (80 / 443 with an http:// / https:// scheme), a missing host 127.0.0.1, an
+    invalid port the default."""
+    import ipaddress
+    import os
+    environ = os.environ if environ is None else environ
+    s = environ.get("OLLAMA_HOST", "").strip().strip("\"'")
+    default_port = "11434"
+    scheme, sep, hostport = s.partition("://")
+    if not sep:
+        hostport = s
+    elif scheme == "http":
+        default_port = "80"
+    elif scheme == "https":
+        default_port = "443"
+    hostport = hostport.split("/", 1)[0]
+    host, port = _split_host_port(hostport)
+    if host is None:
+        host, port = "127.0.0.1", default_port
+        try:
+            host = str(ipaddress.ip_address(hostport.strip("[]")))
+        except ValueError:
+            if hostport:
+                host = hostport
+    try:
+        n = int(port, 10)
+        if not 0 <= n <= 65535:
+            raise ValueError
+    except ValueError:
+        n = int(default_port)
+    return host or "0.0.0.0", n             # ":PORT": Go's net.Listen takes every interface
+
+
+def _split_host_port(hp: str):
+    """net.SplitHostPort: (host, port), or (None, None) where Go's reports an error."""
+    if hp.startswith("["):
+        end = hp.find("]")
+        if end < 0 or not hp[end + 1:].startswith(":") or ":" in hp[end + 2:]:
+            return None, None
+        return hp[1:end], hp[end + 2:]
+    if hp.count(":") != 1:
+        return None, None
+    host, port = hp.split(":")
+    return host, port
+
+
 def _setup_logging(cfg) -> None:
     level = logging.WARNING if cfg.log_disable else (logging.DEBUG if cfg.log_verbosity > 3 else logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
@@ -132,6 +180,17 @@ async def _serve(app, cfg, server) -> int:
             print(f"bankml-serve: {e}", file=sys.stderr)
             return 1
         stack.callback(lambda: [sock.close() for sock in sockets])
+        if cfg.ollama or os.environ.get("OLLAMA_HOST", "").strip():
+            # Ollama's address too (--ollama, or OLLAMA_HOST set): a client that assumes Ollama's works as is
+            host, port = ollama_address()
+            if not any(sock.family != socket.AF_UNIX and sock.getsockname()[1] == port for sock in sockets):
+                try:
+                    more, where = bind([host], port)
+                except BindError as e:
+                    print(f"bankml-serve: {e} (Ollama's address: --ollama / OLLAMA_HOST)", file=sys.stderr)
+                    return 1
+                sockets += more
+                addresses += [a + " (Ollama's address)" for a in where]
         tcp = [s for s in sockets if s.family != socket.AF_UNIX]
         if tcp:
             cfg.port = tcp[0].getsockname()[1]          # --port 0: the port taken

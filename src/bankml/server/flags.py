@@ -147,6 +147,7 @@ class ServerConfig:
     models_max: int = 1                    # --models-max (llama-server's default is 4; bankml keeps one resident)
     models_autoload: bool = True           # --models-autoload / --no-models-autoload
     sleep_idle_seconds: int = -1           # --sleep-idle-seconds (-1: never)
+    ollama: bool = False                   # bankml's --ollama: also listen on Ollama's address (OLLAMA_HOST)
     help: bool = False
     version: bool = False
     given: list = field(default_factory=list)   # the command line's (flag, value) pairs, in order
@@ -456,6 +457,7 @@ _FLAGS = [
     (("--models-autoload",), False, _flag("models_autoload", True)),
     (("--no-models-autoload",), False, _flag("models_autoload", False)),
     (("--sleep-idle-seconds",), True, _sleep_idle),
+    (("--ollama",), False, _flag("ollama", True)),
     (("-h", "--help", "--usage"), False, _flag("help", True)),
     (("--version",), False, _flag("version", True)),
 ]
@@ -686,7 +688,7 @@ _LLAMA_OPTIONS = [
 _OPTION_OF = {name: (pos, neg, name in neg) for pos, neg in _LLAMA_OPTIONS for name in pos + neg}
 #: what a router does not pass to its children (unset_reserved_args), and what it sets itself
 _NOT_PASSED = {"--api-key", "--api-key-file", "--models-dir", "--models-max", "--models-autoload", "-m", "-a",
-               "--host", "--port"}
+               "--host", "--port", "--ollama"}      # --ollama: bankml's; the listener is the router's
 
 
 def _child_options(cfg, path: str, name: str, port: int) -> list[tuple[tuple, str, str | None]]:
@@ -772,5 +774,7 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   --chat-template-file FNAME the chat template from a file
   --reasoning off, --no-webui, --no-warmup, -fa auto|on   accepted (bankml's only mode)
   -lv N, -v, --log-disable   logging
+  --ollama                   also listen on Ollama's address (OLLAMA_HOST, default 127.0.0.1:11434); set
+                             OLLAMA_HOST does the same
 Every flag's LLAMA_ARG_* environment variable is read first (llama-server's); the command line wins.
 """
