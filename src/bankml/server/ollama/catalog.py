@@ -48,8 +48,10 @@ class Catalog:
     def _base_models(self) -> list[OllamaModel]:
         out = []
         for r in list(self.residency.models.values()):
-            n = names.parse(r.name)
-            if not n.valid:
+            # its own name, else (the startup model is named by its path) the first alias that is an Ollama name
+            n = next((c for c in map(names.parse, (r.name,) + tuple(r.aliases))
+                      if c.valid and ".gguf" not in c.model), None)
+            if n is None or not os.path.exists(r.path):
                 continue
             try:
                 mtime = os.stat(r.path).st_mtime
