@@ -270,9 +270,12 @@ def _model_info(h, verbose: bool) -> gojson.GoMap:
                 v = None
             else:
                 et = h.array_types.get(k)
-                v = [gojson.F32(x) for x in v] if et == ValueType.FLOAT32 else list(v)
+                v = v.tolist() if hasattr(v, "tolist") else list(v)
+                v = [gojson.F32(x) for x in v] if et == ValueType.FLOAT32 else v
         elif t == ValueType.FLOAT32:
             v = gojson.F32(v)
+        elif hasattr(v, "item"):
+            v = v.item()
         out[k] = v
     out["general.parameter_count"] = parameter_count(h)
     return out
