@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 
 import pytest
 from starlette.testclient import TestClient
@@ -59,7 +60,8 @@ def test_ps(shelf):
     assert m["name"] == f"{BASE}:latest" and m["size_vram"] == 0 and m["context_length"] == 4096
     # the file and an F16 KV cache of 4096 cells: 30 layers, 3 KV heads of 64 (K and V)
     assert m["size"] == f.stat().st_size + 4096 * 30 * 3 * 128 * 2
-    assert m["expires_at"].startswith("2318-") or m["expires_at"][:2] == "23"   # forever: now + MaxInt64 ns
+    # keep_alive unset: forever, now + MaxInt64 ns (292.3 years) as Go's time.Add prints it
+    assert int(m["expires_at"][:4]) - time.gmtime().tm_year in (292, 293)
 
 
 def test_show(shelf):
@@ -246,3 +248,18 @@ def test_pull(shelf):
     assert (r.status_code, r.json()) == (500, {"error": "pull model manifest: file does not exist"})
     r = c.post("/api/pull", json={"model": ""})
     assert (r.status_code, r.json()) == (400, {"error": "invalid model name"})                 # routes.go:862
+
+
+def test_a_model_that_appears_after_start_is_listed(shelf, smollm2_path):
+    c, d, f = shelf
+    g = d / "later.gguf"
+    os.link(f, g)
+    shutil.copyfile(str(f) + ".FORK.json", str(g) + ".FORK.json")
+    try:
+        names = [m["name"] for m in c.get("/api/tags").json()["models"]]
+        assert "later:latest" in names
+        assert c.post("/api/show", json={"model": "later"}).json()["details"]["quantization_level"] == "Q4_1"
+    finally:
+        g.unlink()
+        (d / "later.gguf.FORK.json").unlink()
+    assert "later:latest" not in [m["name"] for m in c.get("/api/tags").json()["models"]]

@@ -45,7 +45,24 @@ class Catalog:
     def __init__(self, residency):
         self.residency = residency
 
+    def _sync_registry(self) -> None:
+        """Single-model mode: registry models that appeared since start-up (a pull, a file moved in) join the
+        residency, as app._add_registry added the others."""
+        cfg = getattr(self.residency, "cfg", None)
+        if cfg is None or getattr(cfg, "router_mode", True):
+            return
+        from ...models.registry import Registry
+        try:
+            entries = Registry().entries()
+        except OSError:
+            return
+        known = {os.path.realpath(r.path) for r in list(self.residency.models.values())}
+        for e in entries:
+            if os.path.realpath(e.path) not in known and self.residency.resolve(e.name) is None:
+                self.residency.add(e.name, str(e.path), e.aliases)
+
     def _base_models(self) -> list[OllamaModel]:
+        self._sync_registry()
         out = []
         for r in list(self.residency.models.values()):
             # its own name, else (the startup model is named by its path) the first alias that is an Ollama name
