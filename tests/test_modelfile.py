@@ -91,7 +91,8 @@ def test_create_request(tmp_path):
 
 
 def test_parameter_types():
-    for key, value, message in (("nope", "1", "unknown parameter 'nope'"), ("num_ctx", "1.5", "invalid int value [1.5]"),
+    for key, value, message in (("nope", "1", "unknown parameter 'nope'"),
+                                ("num_ctx", "1.5", "invalid int value [1.5]"),
                                 ("top_p", "high", "invalid float value [high]"),
                                 ("top_p", "1e39", "invalid float value [1e39]"),
                                 ("use_mmap", "yes", "invalid bool value [yes]")):
