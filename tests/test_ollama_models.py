@@ -117,6 +117,8 @@ def test_create_show_copy_delete(shelf):
     assert j["parameters"] == ('num_ctx                        2048\nstop                           "x"\n'
                                'stop                           "y"\ntemperature                    0.5')
     assert j["details"]["parent_model"] == f"{BASE}:latest"
+    o = c.post("/api/show", json={"model": "pirate", "options": {"top_k": 7}}).json()
+    assert o["parameters"] == j["parameters"] and "\nPARAMETER top_k 7\n" in o["modelfile"]
     assert j["messages"] == [{"role": "user", "content": "ahoy"}]
     assert "\nSYSTEM You are a pirate.\nPARAMETER num_ctx 2048\nPARAMETER stop x\nPARAMETER stop y\n" \
            "PARAMETER temperature 0.5\nLICENSE MIT\nMESSAGE user ahoy\n" in j["modelfile"]

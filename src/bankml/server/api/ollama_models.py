@@ -292,7 +292,10 @@ def _show(cat: Catalog, req: dict):
     h = header(m.path)
     template = m.template or h.get("tokenizer.chat_template") or None
     system = req.get("system") or m.system
-    shown = m if system == m.system else type(m)(**dict(m.__dict__, system=system))
+    # routes.go:1145: the request's options join the stored parameters after `parameters` is written, so they
+    # show in the Modelfile only
+    opts = req.get("options") or {}
+    shown = type(m)(**dict(m.__dict__, system=system, parameters={**m.parameters, **opts}))
     resp = {}
     if m.license:
         resp["license"] = "\n".join(m.license)
