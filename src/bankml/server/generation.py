@@ -115,8 +115,7 @@ class CompletionTask:
     tokenizer: object = None
     children: list = field(default_factory=list)    # n_cmpl > 1: the child tasks (server_task::add_child)
     id_parent: int = -1
-    n_ctx: int = 0                      # a context smaller than the slot's for this request (0: the slot's):
-                                        # Ollama's num_ctx, as a llama-server started with -c n_ctx plays it
+    n_ctx: int = 0                      # the context this task may fill (0: its slot's; Ollama's num_ctx)
 
 
 def validate_utf8(b: bytes) -> int:
@@ -167,9 +166,9 @@ class _Run:
         self.truncated = False
         self.token_probs: list[TokenProbs] = []
         self.stats = SlotStats()
-        self.n_ctx = min(slot.n_ctx, task.n_ctx) if task.n_ctx > 0 else slot.n_ctx
         n_predict = self.params.n_predict
         self.n_predict_max = n_predict if n_predict != -1 else ctx.cfg.n_predict
+        self.n_ctx = min(task.n_ctx, slot.n_ctx) if task.n_ctx > 0 else slot.n_ctx
 
     def has_budget(self) -> bool:
         return self.n_predict_max == -1 or self.n_predict_max - self.stats.n_gen > 0

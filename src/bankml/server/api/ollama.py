@@ -1,20 +1,9 @@
-"""Ollama's own routes on bankml-serve (server/routes.go GenerateRoutes at v0.13.3): GET|HEAD / and
-/api/version, POST /api/chat and /api/generate, and /api/embed, /api/embeddings refused by name until bankml has
-embeddings.
-
-Chat and generate follow ChatHandler and GenerateHandler step by step: the body read as gin reads it
-(bankml.server.ollama.gojson: `missing request body`, Go's decoder messages, 400), top_logprobs in 0..20, the
-name (chat: 400 `model is required`; generate: 404), the model (bankml.server.ollama.catalog; 404 `model '<name>'
-not found`), an empty input with keep_alive 0 (unloaded, `done_reason:"unload"`), raw's conflicts, think and the
-capabilities, the options (bankml.server.ollama.options; a type error is 500), then the model's lease from the
-residency (loaded on the way; keep_alive given or, on a first load, OLLAMA_KEEP_ALIVE's default; more waiting
-requests than OLLAMA_MAX_QUEUE: 503), an empty input answered `done_reason:"load"`, the prompt
-(bankml.server.ollama.prompt: chatPrompt's truncation over the GGUF's template as llama-server renders it, the
-runner's truncation) and the generation, as llama-server b11192 answers the request's meaning: its
-/v1/chat/completions for messages, its /completion for a raw prompt or one after a `context`, with every
-sampling field sent. The JSON is the Ollama family's (bankml.server.api.families.ollama). The model's lease is
-held until the answer, a stream included, is over; a client that leaves stops the generation.
-"""
+"""Ollama's own routes on bankml-serve: GET|HEAD / and /api/version; POST /api/chat and /api/generate (the checks
+in the order of server/routes.go's ChatHandler and GenerateHandler at v0.13.3, the model's lease, the prompt of
+bankml.server.ollama.prompt, the options of bankml.server.ollama.options, the answer of
+bankml.server.api.families.ollama); POST /api/embed and /api/embeddings are refused by name until embeddings
+exist. Every answer is computed by bankml's generation path (bankml.server.api.completion's prepare / make_tasks)
+exactly as llama-server answers the request's meaning."""
 
 from __future__ import annotations
 
@@ -30,28 +19,20 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import keep_alive as ka
-from ..generation import Error, Final
+from ..context import slot_context
+from ..generation import Error, Final, Token
 from ..http import Refusal
-from ..ollama import gojson, names, options, prompt as oprompt
+from ..ollama import gojson
+from ..ollama import options as oopts
+from ..ollama import prompt as oprompt
 from ..ollama.catalog import Catalog
-from .families.base import Reply
-from .families.ollama import OLLAMA_CHAT, OLLAMA_GENERATE, OllamaRequest
+from ..ollama import names
 
 log = logging.getLogger("bankml.server")
 
 #: the Ollama release whose API bankml reproduces (version.Version)
 OLLAMA_VERSION = "0.13.3"
-JSON = "application/json; charset=utf-8"
-#: server/sched.go ErrMaxQueue
-MAX_QUEUE_MESSAGE = "server busy, please try again.  maximum pending requests exceeded"
-
-
-def _json(obj, status: int = 200) -> Response:
-    return Response(gojson.dumps(obj), status_code=status, media_type=JSON)
-
-
-def _error(status: int, message: str) -> Response:
-    return _json({"error": message}, status)
+JSON_TYPE = "application/json; charset=utf-8"
 
 
 async def root(request: Request) -> Response:
@@ -61,72 +42,96 @@ async def root(request: Request) -> Response:
 
 async def version(request: Request) -> Response:
     # gin's c.JSON: compact, "application/json; charset=utf-8"
-    return _json({"version": OLLAMA_VERSION})
+    return Response(b'{"version":"' + OLLAMA_VERSION.encode() + b'"}', media_type="application/json; charset=utf-8")
 
 
-def max_queue(environ=None) -> int:
-    """envconfig.MaxQueue: $OLLAMA_MAX_QUEUE as an unsigned integer, else 512."""
-    environ = os.environ if environ is None else environ
-    s = environ.get("OLLAMA_MAX_QUEUE", "").strip().strip("\"'")
-    if s.isdigit():
-        return int(s)
-    return 512
+# --- answers -----------------------------------------------------------------------------------------------------
+
+class Answer(Exception):
+    """An Ollama error answer: status and message (`{"error": message}`)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _json(obj, status: int = 200) -> Response:
+    return Response(gojson.dumps(obj), status_code=status, media_type=JSON_TYPE)
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
 
 
 class _Queue:
-    """The requests waiting for their model (the scheduler's pendingReqCh, OLLAMA_MAX_QUEUE long)."""
+    """OLLAMA_MAX_QUEUE (envconfig/config.go:248, default 512): requests waiting for a model beyond it are
+    refused with sched.go:64's ErrMaxQueue (503, server/routes.go:2361)."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.waiting = 0
 
-    def enter(self) -> bool:
-        with self.lock:
-            if self.waiting >= max_queue():
-                return False
-            self.waiting += 1
-            return True
-
-    def leave(self) -> None:
-        with self.lock:
-            self.waiting -= 1
+    @staticmethod
+    def limit() -> int:
+        try:
+            return int(os.environ.get("OLLAMA_MAX_QUEUE", "512").strip().strip("\"'"))
+        except ValueError:
+            return 512
 
 
-def _queue(request) -> _Queue:
-    st = request.app.state
-    q = getattr(st, "ollama_queue", None)
-    if q is None:
-        q = st.ollama_queue = _Queue()
-    return q
+_QUEUE = _Queue()
+MAX_QUEUE_MESSAGE = "server busy, please try again.  maximum pending requests exceeded"
 
 
-def _empty_answer(model: str, chat: bool, reason: str) -> dict:
-    out = {"model": model, "created_at": gojson.go_time()}
-    if chat:
-        out["message"] = {"role": "assistant", "content": ""}
-    else:
-        out["response"] = ""
-    out["done"] = True
-    out["done_reason"] = reason
-    return out
+async def _lease(request: Request, r):
+    """The model's lease (acquire on a thread; a client gone meanwhile gives its place up). Raises Answer."""
+    residency = request.app.state.residency
+    ctx = residency.try_acquire(r)
+    if ctx is not None:
+        return ctx
+    with _QUEUE.lock:
+        if _QUEUE.waiting >= _QUEUE.limit():
+            raise Answer(503, MAX_QUEUE_MESSAGE)
+        _QUEUE.waiting += 1
+    cancelled = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(residency.acquire, r, True, cancelled)
+    except Refusal as e:
+        raise Answer(500, e.message) from None
+    finally:
+        with _QUEUE.lock:
+            _QUEUE.waiting -= 1
 
 
-def _has_tools(ctx) -> bool:
-    """The tools capability of the GGUF's template (Ollama's: the template reads .Tools)."""
-    caps = ctx.templates.caps()
-    return bool(caps.get("supports_tools") or caps.get("supports_tool_calls"))
+def _keep_alive(request: Request, m, req: dict, was_running: bool) -> None:
+    """sched.go:379/:407: a request's keep_alive replaces the model's; a model loaded by a request without one
+    gets OLLAMA_KEEP_ALIVE's (5 minutes)."""
+    residency = request.app.state.residency
+    if "keep_alive" in req:
+        residency.set_keep_alive(m.resident, ka.to_seconds(ka.from_json(req["keep_alive"])))
+    elif not was_running:
+        residency.set_keep_alive(m.resident, ka.to_seconds(ka.default_ns()))
 
+
+def _template_source(ctx) -> str:
+    try:
+        return ctx.templates.source() or ""
+    except Exception:
+        return str(getattr(ctx.templates, "template", "") or "")
+
+
+# --- the handlers -----------------------------------------------------------------------------------------------
 
 async def chat(request: Request) -> Response:
-    return await _handle(request, True)
+    return await _handle(request, chat=True)
 
 
 async def generate(request: Request) -> Response:
-    return await _handle(request, False)
+    return await _handle(request, chat=False)
 
 
 async def _handle(request: Request, chat: bool) -> Response:
-    t0 = time.time_ns()
+    t_start = time.monotonic_ns()
     try:
         req = gojson.bind(await request.body(), "ChatRequest" if chat else "GenerateRequest")
     except gojson.BindError as e:
@@ -134,247 +139,238 @@ async def _handle(request: Request, chat: bool) -> Response:
     top = req.get("top_logprobs", 0)
     if top < 0 or top > 20:
         return _error(400, "top_logprobs must be between 0 and 20")
-    model_name = req.get("model", "")
-    n = names.parse(model_name)
+    name = req.get("model", "")
+    n = names.parse(name)
+    if not n.valid:
+        # routes.go:1873 (chat) / :194 (generate)
+        return _error(400, "model is required") if chat else _error(404, f"model '{name}' not found")
+    m = Catalog(request.app.state.residency).find(name)
+    if m is None:
+        return _error(404, f"model '{name}' not found")
     residency = request.app.state.residency
-    if residency is None:
-        return _error(503, "the server is starting")
-    m = Catalog(residency).find(model_name) if n.valid else None
-    if not n.valid or m is None:
-        if chat and not n.valid:
-            return _error(400, "model is required")
-        return _error(404, f"model '{model_name}' not found")
-    messages = req.get("messages") or []
-    text_prompt = req.get("prompt", "")
-    empty = not messages if chat else text_prompt == ""
-    keep = req.get("keep_alive")
-    keep_ns = ka.from_json(keep) if keep is not None else None
     r = residency.resolve(m.resident)
-    if empty and keep_ns == 0:
+    empty = not req.get("messages") if chat else not req.get("prompt")
+    ka_ns = ka.from_json(req["keep_alive"]) if "keep_alive" in req else None
+    if empty and ka_ns == 0:
+        # routes.go:1902 / :298: expire the runner
         if r is not None and r.running:
-            residency.unload_soon(r.name)
-        return _json(_empty_answer(model_name, chat, "unload"))
-    if not chat and req.get("raw") and (req.get("template") or req.get("system") or req.get("context")):
-        return _error(400, "raw mode does not support template, system, or context")
+            await anyio.to_thread.run_sync(residency.unload, r.name)
+        return _json(_done_only(chat, name, "unload"))
+    if not chat:
+        if req.get("raw") and (req.get("template") or req.get("system") or req.get("context")):
+            return _error(400, "raw mode does not support template, system, or context")
+        if isinstance(req.get("think"), str):
+            return _error(400, f"think value {oopts._go_quote(req['think'])} is not supported for this model")
     think = req.get("think")
-    if not chat and isinstance(think, str):
-        return _error(400, f"think value {gojson._go_quote(think)} is not supported for this model")
-    if think is True:
-        return _error(400, f"{gojson._go_quote(model_name)} does not support thinking")
-    full = f"{n.host}/{n.namespace}/{n.model}:{n.tag}"
+    if think is True or isinstance(think, str):
+        # SmolLM2-like templates have no thinking tags (routes.go:1999 / :345)
+        return _error(400, f"{oopts._go_quote(name)} does not support thinking")
     if not chat and req.get("suffix"):
-        # the GGUF's template is a Jinja text: it has no Go template's .Suffix (CheckCapabilities, images.go)
-        return _error(400, f"{full} does not support insert")
+        # the insert capability needs a template with .Suffix (images.go:117); a GGUF's Jinja template has none
+        return _error(400, f"{n} does not support insert")
     try:
-        opts = options.merged(m.parameters, req.get("options"))
-    except options.OptionError as e:
+        opts = oopts.merged(m.parameters, req.get("options"))
+    except oopts.OptionError as e:
         return _error(500, e.message)
-    q = _queue(request)
-    if not q.enter():
-        return _error(503, MAX_QUEUE_MESSAGE)
+    was_running = r.running
     try:
-        if keep_ns is not None:
-            residency.set_keep_alive(r.name, ka.to_seconds(keep_ns))
-        elif not r.running:
-            residency.set_keep_alive(r.name, ka.to_seconds(ka.default_ns()))
-        try:
-            ctx = residency.try_acquire(r)
-            if ctx is None:
-                ctx = await anyio.to_thread.run_sync(residency.acquire, r)
-        except Refusal as e:
-            return _error(500, e.message)
-    finally:
-        q.leave()
-    t_loaded = time.time_ns()
-    release = [True]
-    try:
-        if empty:
-            return _json(_empty_answer(model_name, chat, "load"))
-        if chat and req.get("tools"):
-            if not _has_tools(ctx):
-                return _error(400, f"{full} does not support tools")
-            return _error(501, "tool calls are not reproduced by bankml yet")
-        try:
-            o, limit = _meaning(ctx, req, m, opts, chat, model_name, t0, t_loaded)
-        except _Answer as a:
-            return a.response
-        if req.get("_debug_render_only"):
-            return _json(_debug(ctx, o, model_name, chat))
-        family = OLLAMA_CHAT if chat else OLLAMA_GENERATE
-        from .completion import make_tasks, parents, prepare
-        try:
-            prep = prepare(ctx, o, family)
-        except Refusal as e:
-            return _error(e.status if e.status != 500 else 500, e.message)
-        prep.ollama = o
-        resp = await _answer(request, ctx, prep, family, limit, make_tasks, parents,
-                             lambda: residency.release(r))
-        release[0] = not isinstance(resp, StreamingResponse)
-        return resp
-    finally:
-        if release[0]:
+        ctx = await _lease(request, r)
+    except Answer as e:
+        return _error(e.status, e.message)
+    released = False
+
+    def release():
+        nonlocal released
+        if not released:
+            released = True
             residency.release(r)
+    try:
+        _keep_alive(request, m, req, was_running)
+        if chat and req.get("tools") and "tools" not in _template_source(ctx):
+            release()
+            return _error(400, f"{n} does not support tools")
+        t_loaded = time.monotonic_ns()
+        if empty:
+            release()
+            return _json(_done_only(chat, name, "load"))
+        resp = await _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, release)
+        return resp
+    except Answer as e:
+        release()
+        return _error(e.status, e.message)
+    except BaseException:
+        release()
+        raise
 
 
-class _Answer(Exception):
-    def __init__(self, response: Response):
-        self.response = response
+def _done_only(chat: bool, name: str, reason: str) -> dict:
+    d = {"model": name, "created_at": gojson.go_time()}
+    if chat:
+        d["message"] = {"role": "assistant", "content": ""}
+    else:
+        d["response"] = ""
+    d["done"] = True
+    d["done_reason"] = reason
+    return d
 
 
-def _render(ctx):
-    """The prompt of a message list, as llama-server's chat step renders it (add_generation_prompt)."""
-    from ...chat.request import ChatRequestError, parse_chat_request
-
-    def render(msgs: list) -> str:
-        try:
-            return parse_chat_request({"messages": msgs}, ctx.templates, ctx.chat_options).llama_params["prompt"]
-        except ChatRequestError as e:
-            raise _Answer(_error(500 if e.status >= 500 else 400, e.message)) from None
-    return render
-
-
-def _llama_messages(msgs: list) -> list:
+def _ollama_msgs(msgs: list) -> list:
     out = []
-    for mm in msgs:
-        e = {"role": mm.get("role", ""), "content": mm.get("content", "")}
-        out.append(e)
+    for msg in msgs:
+        d = {"role": msg.get("role", ""), "content": msg.get("content", "")}
+        if msg.get("images"):
+            d["images"] = msg["images"]
+        out.append(d)
     return out
 
 
-def _meaning(ctx, req, m, opts, chat: bool, model_name: str, t0: int, t_loaded: int):
-    """(the OllamaRequest of llama-server's body, the request's context) for a request with input."""
-    from ..context import slot_context
+def _oai(msgs: list) -> list:
+    return [{"role": x["role"], "content": x["content"]} for x in msgs]
+
+
+async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, release) -> Response:
+    from ...chat.request import ChatRequestError, parse_chat_request
+    from .completion import make_tasks, parents, prepare
+    from .families import OAI_CHAT, COMPLETION
+    from .families.ollama import NDJSON, OllamaReply
+
     tok = ctx.tokenizer
-    n_train = ctx.model.n_ctx_train
-    num_ctx = options.effective_ctx(opts, n_train, ctx.n_ctx_slot)
-    limit = slot_context(num_ctx, 1, False, n_train)[1]
-    fields = options.llama_fields(opts, num_ctx)
-    stream = req.get("stream", True)
+    num_ctx = oopts.effective_ctx(opts, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train") else 0,
+                                  ctx.n_ctx_slot)
     truncate = req.get("truncate", True)
-    render = _render(ctx)
+    fields = oopts.llama_fields(opts, num_ctx)
 
-    def tokenize(text: str) -> list[int]:
-        return tok.tokenize(text, False, True)
+    def render(msgs):
+        try:
+            return parse_chat_request({"messages": _oai(msgs)}, ctx.templates, ctx.chat_options).prompt
+        except ChatRequestError as e:
+            raise Answer(500, e.message) from None
 
+    def tokenize(s):
+        return tok.tokenize(s, False, True)
+
+    raw = bool(req.get("raw")) if not chat else False
+    context = req.get("context") if not chat else None
+    if chat:
+        msgs = oprompt.chat_messages(m, _ollama_msgs(req.get("messages") or []))
+    else:
+        msgs = oprompt.generate_messages(m, req.get("system", ""), req.get("prompt", ""),
+                                         req.get("images") or [], context is not None)
+    use_chat = not raw and context is None
+    if not raw:
+        kept, n_images = oprompt.chat_prompt(msgs, render, tokenize, num_ctx, truncate)
+        prompt_text = render(kept)
+        if context is not None:
+            prompt_text = "".join(text_piece(tok, t) for t in context) + prompt_text
+    else:
+        kept, n_images = msgs, 0
+        prompt_text = req.get("prompt", "")
+    if req.get("_debug_render_only"):
+        release()
+        d = {"model": name, "created_at": gojson.go_time()}
+        if chat:
+            d["message"] = {"role": "assistant", "content": ""}
+        else:
+            d["response"] = ""
+        d["done"] = False
+        dbg = {"rendered_template": prompt_text}
+        if n_images:
+            dbg["image_count"] = n_images
+        d["_debug_info"] = dbg
+        return _json(d)
+    try:
+        fmt_fields = oopts.format_fields(req.get("format"), chat=use_chat)
+    except oopts.FormatError as e:
+        raise Answer(500, e.message) from None
+    stream = req.get("stream", True)
+    body = dict(fields)
+    body.update(fmt_fields)
+    body["stream"] = stream
     logprobs = bool(req.get("logprobs"))
     top = req.get("top_logprobs", 0)
-    extra = {"stream": stream}
     if logprobs:
-        extra["n_probs"] = max(top, 1)
-    context_prompt = None
+        body["n_probs"] = max(top, 1)
+    if use_chat:
+        body["messages"] = _oai(kept)
+        family = OAI_CHAT
+    else:
+        body["prompt"] = prompt_text
+        family = COMPLETION
     try:
-        if chat:
-            msgs = oprompt.chat_messages(m, req.get("messages") or [])
-        elif req.get("raw"):
-            msgs = None
-        else:
-            if req.get("template"):
-                raise _Answer(_error(501, "Ollama's Go templates are not reproduced by bankml: `template` is "
-                                          "refused (the GGUF's own chat template renders every prompt)"))
-            msgs = oprompt.generate_messages(m, req.get("system", ""), req.get("prompt", ""),
-                                             req.get("images") or [], req.get("context") is not None)
-        if msgs is None:
-            body = {"prompt": req.get("prompt", ""), **fields, **options.format_fields(req.get("format"), False),
-                    **extra}
-        else:
-            kept, _ = oprompt.chat_prompt(_llama_messages(msgs), render, tokenize, num_ctx, truncate)
-            rendered = render(kept)
-            prefix = ""
-            if req.get("context") is not None:
-                prefix = tok.detokenize(req["context"], False, True).decode("utf-8", "replace")
-            full_prompt = prefix + rendered
-            toks = tok.tokenize(full_prompt, True, True)
-            cut = oprompt.runner_truncate(toks, num_ctx, opts["num_keep"], truncate)
-            if cut is toks and not prefix:
-                body = {"messages": kept, **fields, **options.format_fields(req.get("format"), True), **extra}
-            else:
-                body = {"prompt": cut if cut is not toks else full_prompt, **fields,
-                        **options.format_fields(req.get("format"), False), **extra}
-            if not chat:
-                context_prompt = full_prompt
+        prep = prepare(ctx, body, family)
+    except Refusal as e:
+        raise Answer(e.status if e.status < 500 else 500, e.message) from None
+    # the runner's truncation (runner.go:131), then the context of `-c num_ctx -np 1`
+    try:
+        prep.inputs[0] = oprompt.runner_truncate(prep.inputs[0], num_ctx, opts["num_keep"], truncate)
     except oprompt.PromptError as e:
-        raise _Answer(_error(e.status, e.message)) from None
-    except options.FormatError as e:
-        raise _Answer(_error(500, e.message)) from None
-    o = OllamaRequest(body, chat, model_name, t0, t_loaded, logprobs, top, context_prompt, tokenize)
-    return o, limit
+        raise Answer(e.status, e.message) from None
+    n_ctx_task = min(slot_context(num_ctx, 1, False, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train")
+                                  else num_ctx)[1], ctx.n_ctx_slot)
 
+    def context_of(generated: str):
+        if raw:
+            return None
+        return tokenize(prompt_text + generated)
 
-def _debug(ctx, o: OllamaRequest, model: str, chat: bool) -> dict:
-    """_debug_render_only: the rendered prompt, without running the model."""
-    if "messages" in o.body:
-        rendered = _render(ctx)(o.body["messages"])
-    else:
-        p = o.body["prompt"]
-        rendered = p if isinstance(p, str) else ctx.tokenizer.detokenize(p, False, True).decode("utf-8", "replace")
-    out = {"model": model, "created_at": gojson.go_time()}
-    if chat:
-        out["message"] = {"role": "", "content": ""}
-    else:
-        out["response"] = ""
-    out["done"] = False
-    out["_debug_info"] = {"rendered_template": rendered}
-    return out
-
-
-async def _answer(request, ctx, prep, family, limit, make_tasks, parents, release):
+    reply = OllamaReply(chat, name, t_start, t_loaded, tok, fmt=prep.fmt, logprobs=logprobs, top_logprobs=top,
+                        context_of=context_of)
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
-
-    def emit_for(i):
-        return lambda ev: loop.call_soon_threadsafe(events.put_nowait, (i, ev))
-
-    tasks = make_tasks(ctx, prep, emit_for)
+    tasks = make_tasks(ctx, prep, lambda i: (lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev)))
     for t in tasks:
-        t.n_ctx = limit
+        t.n_ctx = n_ctx_task
     for t in parents(tasks, prep):
         ctx.worker.submit_completion(t)
-    reply = Reply.start(family, ctx, prep)
-    state = {"stopped": False}
 
     def cancel():
-        if not state["stopped"]:
-            state["stopped"] = True
-            for _ in tasks:
-                ctx.worker.new_id()
         for t in tasks:
             t.cancelled.set()
 
-    if not prep.stream:
-        while True:
-            try:
-                i, ev = await asyncio.wait_for(events.get(), timeout=1.0)
-            except asyncio.TimeoutError:
-                if await request.is_disconnected():
-                    cancel()
-                    return Response(status_code=499)
-                continue
-            if isinstance(ev, Error):
-                cancel()
-                return _error(ev.status, ev.message)
-            if isinstance(ev, Final):
-                state["stopped"] = True
-                return _json(reply.final(i, ev))
-
-    first = await events.get()
-    if isinstance(first[1], Error):
-        cancel()
-        return _error(first[1].status, first[1].message)
-    framing = family.framing
-
-    async def gen():
-        pending = [first]
+    if not stream:
         try:
             while True:
-                i, ev = pending.pop(0) if pending else await events.get()
+                try:
+                    ev = await asyncio.wait_for(events.get(), timeout=1.0)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        cancel()
+                        return Response(status_code=499)
+                    continue
                 if isinstance(ev, Error):
-                    yield framing.chunk(family.refused(ev))
-                    return
-                for c in reply.chunks(i, ev):
-                    yield framing.chunk(c)
+                    return _error(ev.status, ev.message)
                 if isinstance(ev, Final):
-                    state["stopped"] = True
+                    return _json(reply.final(ev, gojson.go_time(), False))
+        finally:
+            cancel()
+            release()
+
+    first = None
+    while True:
+        first = await events.get()
+        if isinstance(first, Error):
+            cancel()
+            release()
+            return _error(first.status, first.message)
+        if isinstance(first, (Token, Final)):
+            break
+    framing = NDJSON(gojson.dumps)
+
+    async def gen():
+        ev = first
+        try:
+            while True:
+                if isinstance(ev, Error):
+                    yield framing.chunk({"error": ev.message})
                     return
+                if isinstance(ev, Token):
+                    c = reply.chunk(ev, gojson.go_time())
+                    if c is not None:
+                        yield framing.chunk(c)
+                elif isinstance(ev, Final):
+                    yield framing.chunk(reply.final(ev, gojson.go_time(), True))
+                    return
+                ev = await events.get()
         finally:
             cancel()
             release()
@@ -382,11 +378,16 @@ async def _answer(request, ctx, prep, family, limit, make_tasks, parents, releas
     return StreamingResponse(gen(), status_code=200, headers=dict(framing.headers))
 
 
-async def _no_embeddings(request: Request) -> Response:
-    return _error(501, "embeddings are not reproduced by bankml yet")
+def text_piece(tok, t: int) -> str:
+    """Detokenize one token of `context` as Ollama's runner does (a piece, specials as text)."""
+    return tok.token_to_piece(int(t), True).decode("utf-8", "replace")
+
+
+async def embed(request: Request) -> Response:
+    return _error(501, "embeddings are not reproduced by bankml yet: POST /api/embed and /api/embeddings are "
+                       "refused until bankml computes embeddings")
 
 
 routes = [Route("/", root, methods=["GET", "HEAD"]), Route("/api/version", version, methods=["GET", "HEAD"]),
           Route("/api/chat", chat, methods=["POST"]), Route("/api/generate", generate, methods=["POST"]),
-          Route("/api/embed", _no_embeddings, methods=["POST"]),
-          Route("/api/embeddings", _no_embeddings, methods=["POST"])]
+          Route("/api/embed", embed, methods=["POST"]), Route("/api/embeddings", embed, methods=["POST"])]

@@ -1,169 +1,138 @@
-"""Ollama's chat and generate answers (api/types.go ChatResponse / GenerateResponse at v0.13.3, server/routes.go
-ChatHandler / GenerateHandler): the request step turns an Ollama request, already read into its meaning by
-bankml.server.api.ollama (kept messages or a prompt, llama-server sampling fields), into llama-server's own request
-(the OpenAI chat step for messages: the GGUF's template as llama-server renders it; /completion's for a raw or
-`context` prompt), and the events of bankml.server.generation become Ollama's objects: chunks
-`{model, created_at, message|response, done:false}` and the final object with done_reason, the metrics in integer
-nanoseconds and generate's `context`. Framing: NDJSON (one object a line; an error after the stream opened is one
-`{"error": ...}` line). JSON is Go's (bankml.server.ollama.gojson), objects in the Go structs' field order.
+"""Ollama's chat and generate answers (api/types.go at v0.13.3: ChatResponse, GenerateResponse, Metrics, Logprob):
+the NDJSON framing, each chunk and the final object, in the field order of Go's structs, from bankml's generation
+events. The route (bankml.server.api.ollama) writes them with bankml.server.ollama.gojson.
+
+    fam = OllamaFamily(chat=True, model_name, t_start_ns, t_loaded_ns, ...)
+    fam.chunk(ev)           # a stream chunk for a Token (None: nothing to send; Ollama sends non-empty text only)
+    fam.final(ev, stream)   # the done object for the Final
+
+Metrics (runner/ollamarunner/runner.go:969, server/routes.go:2197): prompt_eval_count is the prompt's tokens,
+eval_count the tokens sampled, prompt_eval_duration and eval_duration llama-server's prompt_ms and predicted_ms
+in nanoseconds, total_duration from the request's start, load_duration the wait for the model. Zero metrics are
+left out (omitempty). This module knows no HTTP and no route.
 """
 
 from __future__ import annotations
 
 import time
 
-from ...generation import Final, Token
-from ...http import Refusal
-from ...ollama import gojson
-from .base import Family, FamilyRequest, Framing, finish_reason, logarithm, text
-from .oai_chat import ChatState, OAIChat
+from ...generation import STOP_EOS, STOP_WORD, Final, Token
+from ..families.base import Framing, logarithm, text
+from ..families.oai_chat import ChatState
 
 
 class NDJSON(Framing):
-    """streamResponse (server/routes.go): each object json.Marshal'ed and a newline; no keep-alive, no end."""
+    """One JSON object a line (server/routes.go:1688 streamResponse)."""
 
     headers = {"Content-Type": "application/x-ndjson"}
 
+    def __init__(self, dumps):
+        self.dumps = dumps
+
     def chunk(self, obj) -> bytes:
-        return gojson.dumps(obj) + b"\n"
+        return self.dumps(obj) + b"\n"
 
 
-class OllamaRequest:
-    """What bankml.server.api.ollama hands the family: the llama-server body of the request's meaning, whether it
-    is a chat, the model name the client gave, the times of its arrival and of its model's lease, the logprobs
-    asked for, and for generate the prompt text whose tokens start `context` (None: no context, raw)."""
-
-    def __init__(self, body: dict, chat: bool, model: str, t0: int, t_loaded: int, logprobs: bool = False,
-                 top_logprobs: int = 0, context_prompt: str | None = None, tokenize=None):
-        self.body, self.chat, self.model = body, chat, model
-        self.t0, self.t_loaded = t0, t_loaded
-        self.logprobs, self.top_logprobs = logprobs, top_logprobs
-        self.context_prompt = context_prompt
-        self.tokenize = tokenize            # text -> ids (Ollama's Tokenize), for `context`
+def done_reason(stop: str) -> str:
+    # llm/server.go:1436: stop (EOS, stop word) or length (num_predict, the context)
+    return "stop" if stop in (STOP_WORD, STOP_EOS) else "length"
 
 
-def _token_logprob(piece: bytes, p: float) -> dict:
-    # api.TokenLogprob: token, logprob (float64), bytes (omitempty: the token's UTF-8 bytes)
-    tok = text(piece)
-    out = {"token": tok, "logprob": float(logarithm(p))}
-    b = list(tok.encode("utf-8"))
-    if b:
-        out["bytes"] = b
-    return out
-
-
-def logprobs_json(probs: list, top: int) -> list:
-    """toAPILogprobs (server/logprob.go) of llama-server's per-token probabilities (pre-sampling: the
-    log-softmax of the raw logits, as Ollama's calculateLogprobs reads them)."""
+def logprobs_json(probs: list, tokenizer, top: int) -> list:
+    """toAPILogprobs (server/logprob.go:9) from llama-server's pre-sampling probabilities: each token's piece,
+    its bytes (left out when empty), log p, and the top `top` alternatives. An end-of-generation token has none
+    (runner.go:765 computes them after the EOS check)."""
     out = []
     for e in probs:
-        lp = _token_logprob(e.text, e.prob)
-        if top > 0 and e.probs:
-            lp["top_logprobs"] = [_token_logprob(piece, p) for _, piece, p in e.probs[:top]]
-        out.append(lp)
+        if tokenizer.is_eog(e.tok):
+            continue
+        piece = text(tokenizer.token_to_piece(e.tok, False))
+        entry = _tlp(piece, logarithm(e.prob))
+        if top > 0:
+            entry["top_logprobs"] = [_tlp(text(p), logarithm(q)) for _, p, q in e.probs[:top]]
+        out.append(entry)
     return out
 
 
-def _metrics(res: Final, o: OllamaRequest) -> dict:
-    """api.Metrics, omitempty: total and load durations from the handler's checkpoints, the runner's counts
-    (numPromptInputs: the whole prompt; numPredicted: every sampled token, the EOS one included) and times."""
-    now = time.time_ns()
-    stats = res.stats or {}
-    m = {"total_duration": now - o.t0, "load_duration": o.t_loaded - o.t0,
-         "prompt_eval_count": res.n_prompt_tokens,
-         "prompt_eval_duration": int(round(stats.get("prompt_ms", 0.0) * 1e6)),
-         "eval_count": res.n_decoded,
-         "eval_duration": int(round(stats.get("predicted_ms", 0.0) * 1e6))}
-    return {k: v for k, v in m.items() if v}
+def _tlp(token: str, lp: float) -> dict:
+    d = {"token": token, "logprob": lp}
+    b = list(token.encode("utf-8"))
+    if b:
+        d["bytes"] = b
+    return d
 
 
-class OllamaState:
-    """Per-request state: the chat parser's (a JSON schema's content), the text and logprobs sent so far."""
+class OllamaReply:
+    """One chat or generate answer's JSON."""
 
-    def __init__(self, chat_state):
-        self.chat = chat_state
-        self.generated = b""
-
-
-class Ollama(Family):
-    """/api/chat (chat=True) and /api/generate."""
-
-    framing = NDJSON()
-
-    def __init__(self, chat: bool):
+    def __init__(self, chat: bool, model: str, t_start: int, t_loaded: int, tokenizer, *, fmt=None,
+                 logprobs: bool = False, top_logprobs: int = 0, context_of=None):
         self.chat = chat
-        self.name = "ollama_chat" if chat else "ollama_generate"
-        self._oai = OAIChat()
+        self.model = model
+        self.t_start, self.t_loaded = t_start, t_loaded
+        self.tokenizer = tokenizer
+        self.state = ChatState(fmt) if chat else None
+        self.logprobs, self.top = logprobs, top_logprobs
+        self.context_of = context_of          # generate: (generated text) -> the `context` tokens, or None (raw)
+        self.sent = b""
 
-    def read(self, ctx, o: OllamaRequest) -> FamilyRequest:
-        if "messages" in o.body:
-            req = self._oai.read(ctx, o.body)
-            return FamilyRequest(req.data, req.fmt, req.prefix)
-        return FamilyRequest(o.body)
-
-    def refused(self, refusal: Refusal) -> dict:
-        return {"error": refusal.message}
-
-    def state(self, prep):
-        return OllamaState(ChatState(prep.fmt, prep.prefix))
-
-    def _head(self, reply, content: str) -> dict:
-        o = reply.prep.ollama
-        head = {"model": o.model, "created_at": gojson.go_time()}
+    def _head(self, ts: str, content: str) -> dict:
+        d = {"model": self.model, "created_at": ts}
         if self.chat:
-            head["message"] = {"role": "assistant", "content": content}
+            d["message"] = {"role": "assistant", "content": content}
         else:
-            head["response"] = content
-        return head
+            d["response"] = content
+        return d
 
-    def chunks(self, reply, i, ev):
-        o, st = reply.prep.ollama, reply.states[i]
-        if isinstance(ev, Token):
-            st.generated += ev.text
-            if self.chat:
-                content = st.chat.diff(ev.text) or ""
-            else:
-                content = text(ev.text)
-            lps = logprobs_json([ev.probs], o.top_logprobs) if (o.logprobs and ev.probs is not None) else []
-            if not content and not lps:
-                return []
-            c = self._head(reply, content)
-            c["done"] = False
-            if lps:
-                c["logprobs"] = lps
-            return [c]
-        if isinstance(ev, Final):
-            return [self._final(reply, ev, "", [], st.generated)]
-        return []
+    def chunk(self, ev: Token, ts: str) -> dict | None:
+        if self.chat:
+            d = self.state.diff(ev.text)
+            content = d or ""
+        else:
+            content = text(ev.text)
+        self.sent += ev.text
+        lps = []
+        if self.logprobs and ev.probs is not None:
+            lps = logprobs_json([ev.probs], self.tokenizer, self.top)
+        if not content and not lps:
+            return None
+        body = self._head(ts, content)
+        body["done"] = False
+        if lps:
+            body["logprobs"] = lps
+        return body
 
-    def final(self, reply, i, ev):
-        o, st = reply.prep.ollama, reply.states[i]
-        content = st.chat.parse(ev.content, False) if self.chat else text(ev.content)
-        lps = logprobs_json(ev.probs, o.top_logprobs) if o.logprobs else []
-        return self._final(reply, ev, content, lps, ev.content)
-
-    def _final(self, reply, res: Final, content: str, lps: list, output: bytes) -> dict:
-        o = reply.prep.ollama
-        out = self._head(reply, content)
-        out["done"] = True
-        out["done_reason"] = finish_reason(res.stop)
+    def final(self, res: Final, ts: str, stream: bool) -> dict:
+        if stream:
+            content = ""
+        elif self.chat:
+            content = self.state.parse(res.content, False)
+        else:
+            content = text(res.content)
+        generated = self.sent if stream else res.content
+        body = self._head(ts, content)
+        body["done"] = True
+        body["done_reason"] = done_reason(res.stop)
+        if not self.chat and self.context_of is not None:
+            ctx = self.context_of(text(generated))
+            if ctx:
+                body["context"] = ctx
+        now = time.monotonic_ns()
+        metrics = [("total_duration", now - self.t_start), ("load_duration", self.t_loaded - self.t_start),
+                   ("prompt_eval_count", res.n_prompt_tokens),
+                   ("prompt_eval_duration", int(res.stats["prompt_ms"] * 1e6)),
+                   ("eval_count", res.n_decoded), ("eval_duration", int(res.stats["predicted_ms"] * 1e6))]
+        lps = logprobs_json(res.probs, self.tokenizer, self.top) if (self.logprobs and not stream) else []
         if self.chat:
             if lps:
-                out["logprobs"] = lps
-            out.update(_metrics(res, o))
-            return out
-        if o.context_prompt is not None:
-            # the returned context: the final prompt and the whole output, tokenized again (Tokenize: specials
-            # parsed, none added)
-            out["context"] = o.tokenize(o.context_prompt + text(output))
-        out.update(_metrics(res, o))
-        if lps:
-            out["logprobs"] = lps
-        return out
-
-    def merge(self, bodies):
-        return bodies[0]
-
-
-OLLAMA_CHAT = Ollama(chat=True)
-OLLAMA_GENERATE = Ollama(chat=False)
+                body["logprobs"] = lps
+            for k, v in metrics:
+                if v:
+                    body[k] = v
+        else:
+            for k, v in metrics:
+                if v:
+                    body[k] = v
+            if lps:
+                body["logprobs"] = lps
+        return body
