@@ -90,3 +90,10 @@ def test_bind_values():
                    "keep_alive": "5m"}
     assert bind(b"null", "ChatRequest") == {}
     assert bind(b'{"images":["aGk="]}', "GenerateRequest") == {"images": [b"hi"]}
+
+
+def test_raw_message_keeps_numbers():
+    # json.RawMessage holds the value's bytes: a schema's integers stay integers
+    got = bind(b'{"format":{"type":"object","properties":{"a":{"type":"integer","minimum":1,"x":[1.50,true]}}}}',
+               "ChatRequest")
+    assert got["format"] == '{"type":"object","properties":{"a":{"type":"integer","minimum":1,"x":[1.50,true]}}}'

@@ -104,6 +104,30 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the models as JSON")
     p.set_defaults(func=_run_ps)
 
+    # Ollama's model commands (cmd/cmd.go at v0.13.3) over bankml's derived models (bankml.models.derived)
+    p = subparsers.add_parser("create", help="make a derived model from a Modelfile (Ollama's `ollama create`)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-f", "--file", default="Modelfile", help="the Modelfile (default ./Modelfile)")
+    p.set_defaults(func=_run_create)
+
+    p = subparsers.add_parser("show", help="a model's details, Modelfile, parameters, template, system, licence")
+    p.add_argument("model", metavar="MODEL")
+    for flag in ("modelfile", "parameters", "template", "system", "license"):
+        p.add_argument(f"--{flag}", action="store_true", help=f"print only its {flag}")
+    p.add_argument("-v", "--verbose", action="store_true", help="every array of the header in full")
+    p.set_defaults(func=_run_show)
+
+    p = subparsers.add_parser("cp", help="copy a model under another name (a manifest: never the weights)")
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("destination", metavar="DST")
+    p.set_defaults(func=_run_cp)
+
+    p = subparsers.add_parser("run", help="chat with a model: one answer to PROMPT (or stdin), else interactive")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("prompt", nargs="*", metavar="PROMPT")
+    p.add_argument("-c", "--ctx-size", type=int, default=4096, help="the served context (default 4096)")
+    p.set_defaults(func=_run_run)
+
 
 def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False))
@@ -235,7 +259,7 @@ def _table(rows: list[list[str]]) -> None:
 def _run_list(args) -> int:
     from .models import registry
 
-    rows = registry.describe(registry.Registry())
+    rows = registry.describe(registry.Registry()) + _derived_rows()
     if args.json:
         _print_json(rows)
         return EXIT_OK
@@ -250,9 +274,14 @@ def _run_list(args) -> int:
 def _run_rm(args) -> int:
     from .models import registry
 
+    from .models import derived
+
     reg = registry.Registry()
     targets = []
     for name in args.names:
+        if derived.find(name) is not None and not reg.matches(name):
+            targets.append(name)           # a derived model: its manifest only, never the file under it
+            continue
         try:
             targets.append(registry.removable(reg, name))
         except registry.RegistryError as e:
@@ -260,6 +289,10 @@ def _run_rm(args) -> int:
             return EXIT_UNREADABLE  # nothing is removed when one name is wrong
     code = EXIT_OK
     for name, entry in zip(args.names, targets):
+        if isinstance(entry, str):
+            derived.remove(entry)
+            print(f"deleted '{entry}'")
+            continue
         try:
             registry.remove(entry)
         except OSError as e:
@@ -268,6 +301,199 @@ def _run_rm(args) -> int:
             continue
         print(f"deleted '{entry.name}'")
     return code
+
+
+def _derived_rows() -> list[dict]:
+    """`bankml list`'s rows of the derived models (bankml.models.derived): type and status are their base file's."""
+    from .models import derived, registry, verify
+
+    rows = []
+    for n, path in derived.listing():
+        try:
+            man = derived.load(path)
+            base = derived.base_path(man)
+            g = verify.guard(base)
+        except (derived.DerivedError, OSError) as e:
+            rows.append({"name": n.display(), "path": str(path), "aliases": [], "size": 0, "type": None,
+                         "pinned": "no", "pin": None, "source": "derived", "verdict": "unreadable",
+                         "status": str(e)})
+            continue
+        rows.append({"name": n.display(), "path": str(base), "aliases": [], "size": base.stat().st_size,
+                     "type": registry.file_type(g.header) if g.header is not None else None,
+                     "pinned": "yes", "pin": None, "source": "derived", "verdict": g.verdict,
+                     "status": f"derived from {man['base'].get('model') or base.name}", "manifest": str(path)})
+    return rows
+
+
+class _Shelf:
+    """The registry's models as the Ollama catalog reads a residency (names, paths, aliases): what `bankml
+    create`, `show` and `cp` see without a server."""
+
+    def __init__(self):
+        from .models import registry
+        from .server.residency import Resident
+
+        self.models = {e.name: Resident(e.name, str(e.path), tuple(e.aliases))
+                       for e in registry.Registry().entries()}
+
+    def resolve(self, name):
+        r = self.models.get(name)
+        return r or next((r for r in self.models.values() if name in r.aliases), None)
+
+    def add(self, name, path, aliases=()):
+        from .server.residency import Resident
+
+        r = self.models[name] = Resident(name, str(path), tuple(aliases))
+        return r
+
+
+def _catalog():
+    from .server.ollama.catalog import Catalog
+
+    return Catalog(_Shelf())
+
+
+def _run_create(args) -> int:
+    from .models import modelfile
+    from .server.api import ollama_models as om
+
+    path = os.path.abspath(args.file)
+    try:
+        mf = modelfile.parse_file(path)
+        req = modelfile.create_request(mf, os.path.dirname(path), warn=print)
+    except OSError as e:
+        _err(f"create: {args.file}: {e.strerror or e}")
+        return EXIT_UNREADABLE
+    except modelfile.ModelfileError as e:
+        _err(f"create: {e}")
+        return EXIT_UNREADABLE
+    files = req.pop("files", None)
+    if files:
+        (req["from"],) = list(files)[:1]       # a FROM file: layered on it in place (never uploaded or copied)
+    from .server.ollama import names
+
+    if not names.parse(args.name).valid:
+        _err("create: invalid model name")
+        return EXIT_UNREADABLE
+    try:
+        om._create(_catalog(), req, args.name, lambda ev: print(ev["status"], file=sys.stderr))
+    except om._Fail as e:
+        _err(f"create: {e.message}")
+        return EXIT_REFUSED
+    return EXIT_OK
+
+
+def _run_show(args) -> int:
+    from .server.api import ollama_models as om
+
+    resp = om._show(_catalog(), {"model": args.model, "verbose": args.verbose})
+    body = json.loads(resp.body)
+    if resp.status_code != 200:
+        _err(f"show: {body['error']}")
+        return EXIT_UNREADABLE
+    for flag in ("modelfile", "parameters", "template", "system", "license"):
+        if getattr(args, flag):
+            print(body.get(flag, ""))
+            return EXIT_OK
+    d, info = body["details"], body.get("model_info", {})
+    arch = d["family"]
+    rows = [["architecture", arch], ["parameters", d["parameter_size"]],
+            ["context length", str(info.get(f"{arch}.context_length", ""))],
+            ["embedding length", str(info.get(f"{arch}.embedding_length", ""))],
+            ["quantization", d["quantization_level"]]]
+    print("  Model")
+    for k, v in rows:
+        print(f"    {k:<20}{v}")
+    print("\n  Capabilities")
+    for c in body.get("capabilities", []):
+        print(f"    {c}")
+    if body.get("parameters"):
+        print("\n  Parameters")
+        for line in body["parameters"].splitlines():
+            print("    " + line)
+    if body.get("system"):
+        print("\n  System\n    " + body["system"].replace("\n", "\n    "))
+    return EXIT_OK
+
+
+def _run_cp(args) -> int:
+    from .server.api import ollama_models as om
+    from .server.ollama import names
+
+    for what, n in (("source", args.source), ("destination", args.destination)):
+        if not names.parse(n).valid:
+            _err(f"cp: {what} {n!r} is invalid")
+            return EXIT_UNREADABLE
+    resp = om._copy(_catalog(), args.source, args.destination)
+    if resp.status_code != 200:
+        _err("cp: " + json.loads(resp.body)["error"])
+        return EXIT_UNREADABLE
+    print(f"copied '{args.source}' to '{args.destination}'")
+    return EXIT_OK
+
+
+def _chat_stream(client, model: str, messages: list[dict]):
+    """POST /api/chat (streamed): yields the content pieces; the last assistant text is returned by the caller."""
+    with client.stream("POST", "/api/chat", json={"model": model, "messages": messages}) as r:
+        if r.status_code != 200:
+            r.read()
+            raise BankmlError(json.loads(r.text).get("error", r.text))
+        for line in r.iter_lines():
+            if not line:
+                continue
+            obj = json.loads(line)
+            if "error" in obj:
+                raise BankmlError(obj["error"])
+            piece = (obj.get("message") or {}).get("content", "")
+            if piece:
+                yield piece
+
+
+def _run_run(args) -> int:
+    """bankml's app in-process (llama-server's defaults and this model) answering /api/chat, so the answer is
+    the one bankml-serve gives over Ollama's API."""
+    from starlette.testclient import TestClient
+
+    from .server.app import build_app
+
+    m = _catalog().find(args.model)
+    if m is None:
+        _err(f"run: model '{args.model}' not found")
+        return EXIT_UNREADABLE
+    prompt = " ".join(args.prompt)
+    if not prompt and not sys.stdin.isatty():
+        prompt = sys.stdin.read()
+    app = build_app(["-m", m.path, "-c", str(args.ctx_size), "-np", "1", "--jinja"])
+    try:
+        with TestClient(app) as client:
+            if prompt:
+                for piece in _chat_stream(client, args.model, [{"role": "user", "content": prompt}]):
+                    sys.stdout.write(piece)
+                    sys.stdout.flush()
+                print()
+                return EXIT_OK
+            history: list[dict] = []
+            while True:
+                try:
+                    line = input(">>> ")
+                except EOFError:
+                    print()
+                    return EXIT_OK
+                if line.strip() in ("/bye", "/exit"):
+                    return EXIT_OK
+                if not line.strip():
+                    continue
+                history.append({"role": "user", "content": line})
+                answer = []
+                for piece in _chat_stream(client, args.model, history):
+                    answer.append(piece)
+                    sys.stdout.write(piece)
+                    sys.stdout.flush()
+                print("\n")
+                history.append({"role": "assistant", "content": "".join(answer)})
+    except BankmlError as e:
+        _err(f"run: {e}")
+        return EXIT_UNREADABLE
 
 
 class _Unreachable(Exception):

@@ -115,6 +115,7 @@ class CompletionTask:
     tokenizer: object = None
     children: list = field(default_factory=list)    # n_cmpl > 1: the child tasks (server_task::add_child)
     id_parent: int = -1
+    n_ctx: int = 0                      # the context this task may fill (0: its slot's; Ollama's num_ctx)
 
 
 def validate_utf8(b: bytes) -> int:
@@ -167,6 +168,7 @@ class _Run:
         self.stats = SlotStats()
         n_predict = self.params.n_predict
         self.n_predict_max = n_predict if n_predict != -1 else ctx.cfg.n_predict
+        self.n_ctx = min(task.n_ctx, slot.n_ctx) if task.n_ctx > 0 else slot.n_ctx
 
     def has_budget(self) -> bool:
         return self.n_predict_max == -1 or self.n_predict_max - self.stats.n_gen > 0
@@ -221,7 +223,7 @@ class _Run:
                                      stopped))
         if incomplete:
             self.has_next = True
-        if self.slot_tokens_after() + 1 >= self.slot.n_ctx:
+        if self.slot_tokens_after() + 1 >= self.n_ctx:
             self.truncated = True
             self.stop = STOP_LIMIT
             self.has_next = False
@@ -357,10 +359,10 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
     P = len(tokens)
     if P == 0:
         return False, run.final()
-    if P >= slot.n_ctx:
-        return False, Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} "
+    if P >= run.n_ctx:
+        return False, Error(400, f"request ({P} tokens) exceeds the available context size ({run.n_ctx} "
                                          "tokens), try increasing it", "exceed_context_size_error",
-                                    n_prompt_tokens=P, n_ctx=slot.n_ctx)
+                                    n_prompt_tokens=P, n_ctx=run.n_ctx)
     n_past = common_prefix(slot.tokens, tokens) if params.cache_prompt else 0
     if n_past == P and n_past > 0:
         n_past -= 1

@@ -174,7 +174,9 @@ class LlamaHTTP:
                 (b"access-control-allow-headers", cfg.cors_headers.encode("latin-1"))])
             return
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > PAYLOAD_MAX:
+        # Ollama's blob uploads (POST /api/blobs/:digest) are model files: no payload limit there
+        if (length is not None and length.isdigit() and int(length) > PAYLOAD_MAX
+                and not scope["path"].startswith("/api/blobs/")):
             await answer(413, b"", None)          # cpp-httplib: no body, no Content-Type
             return
         if not self.ready():

@@ -1,14 +1,38 @@
-"""Ollama's own routes on bankml-serve: GET|HEAD / and /api/version; POST /api/chat and /api/generate come with
-the Ollama family (bankml.server.api.families.ollama)."""
+"""Ollama's own routes on bankml-serve: GET|HEAD / and /api/version; POST /api/chat and /api/generate (the checks
+in the order of server/routes.go's ChatHandler and GenerateHandler at v0.13.3, the model's lease, the prompt of
+bankml.server.ollama.prompt, the options of bankml.server.ollama.options, the answer of
+bankml.server.api.families.ollama); POST /api/embed and /api/embeddings are refused by name until embeddings
+exist. Every answer is computed by bankml's generation path (bankml.server.api.completion's prepare / make_tasks)
+exactly as llama-server answers the request's meaning."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import threading
+import time
+
+import anyio
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from .. import keep_alive as ka
+from ..context import slot_context
+from ..generation import Error, Final, Token
+from ..http import Refusal
+from ..ollama import gojson
+from ..ollama import options as oopts
+from ..ollama import prompt as oprompt
+from ..ollama.catalog import Catalog
+from ..ollama import names
+
+log = logging.getLogger("bankml.server")
 
 #: the Ollama release whose API bankml reproduces (version.Version)
 OLLAMA_VERSION = "0.13.3"
+JSON_TYPE = "application/json; charset=utf-8"
 
 
 async def root(request: Request) -> Response:
@@ -21,4 +45,354 @@ async def version(request: Request) -> Response:
     return Response(b'{"version":"' + OLLAMA_VERSION.encode() + b'"}', media_type="application/json; charset=utf-8")
 
 
-routes = [Route("/", root, methods=["GET", "HEAD"]), Route("/api/version", version, methods=["GET", "HEAD"])]
+# --- answers -----------------------------------------------------------------------------------------------------
+
+class Answer(Exception):
+    """An Ollama error answer: status and message (`{"error": message}`)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _json(obj, status: int = 200) -> Response:
+    return Response(gojson.dumps(obj), status_code=status, media_type=JSON_TYPE)
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
+
+
+class _Queue:
+    """OLLAMA_MAX_QUEUE (envconfig/config.go:248, default 512): requests waiting for a model beyond it are
+    refused with sched.go:64's ErrMaxQueue (503, server/routes.go:2361)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.waiting = 0
+
+    @staticmethod
+    def limit() -> int:
+        try:
+            return int(os.environ.get("OLLAMA_MAX_QUEUE", "512").strip().strip("\"'"))
+        except ValueError:
+            return 512
+
+
+_QUEUE = _Queue()
+MAX_QUEUE_MESSAGE = "server busy, please try again.  maximum pending requests exceeded"
+
+
+async def _lease(request: Request, r):
+    """The model's lease (acquire on a thread; a client gone meanwhile gives its place up). Raises Answer."""
+    residency = request.app.state.residency
+    ctx = residency.try_acquire(r)
+    if ctx is not None:
+        return ctx
+    with _QUEUE.lock:
+        if _QUEUE.waiting >= _QUEUE.limit():
+            raise Answer(503, MAX_QUEUE_MESSAGE)
+        _QUEUE.waiting += 1
+    cancelled = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(residency.acquire, r, True, cancelled)
+    except Refusal as e:
+        raise Answer(500, e.message) from None
+    finally:
+        with _QUEUE.lock:
+            _QUEUE.waiting -= 1
+
+
+def _keep_alive(request: Request, m, req: dict, was_running: bool) -> None:
+    """sched.go:379/:407: a request's keep_alive replaces the model's; a model loaded by a request without one
+    gets OLLAMA_KEEP_ALIVE's (5 minutes)."""
+    residency = request.app.state.residency
+    if "keep_alive" in req:
+        residency.set_keep_alive(m.resident, ka.to_seconds(ka.from_json(req["keep_alive"])))
+    elif not was_running:
+        residency.set_keep_alive(m.resident, ka.to_seconds(ka.default_ns()))
+
+
+def _has_tools(ctx) -> bool:
+    """The tools capability (images.go:112): here, whether the GGUF's chat template takes tool calls."""
+    try:
+        return bool(ctx.templates.caps().get("supports_tool_calls"))
+    except Exception:
+        return False
+
+
+# --- the handlers -----------------------------------------------------------------------------------------------
+
+async def chat(request: Request) -> Response:
+    return await _handle(request, chat=True)
+
+
+async def generate(request: Request) -> Response:
+    return await _handle(request, chat=False)
+
+
+async def _handle(request: Request, chat: bool) -> Response:
+    t_start = time.monotonic_ns()
+    try:
+        req = gojson.bind(await request.body(), "ChatRequest" if chat else "GenerateRequest")
+    except gojson.BindError as e:
+        return _error(400, "missing request body" if e.eof else e.message)
+    top = req.get("top_logprobs", 0)
+    if top < 0 or top > 20:
+        return _error(400, "top_logprobs must be between 0 and 20")
+    name = req.get("model", "")
+    n = names.parse(name)
+    if not n.valid:
+        # routes.go:1873 (chat) / :194 (generate)
+        return _error(400, "model is required") if chat else _error(404, f"model '{name}' not found")
+    m = Catalog(request.app.state.residency).find(name)
+    if m is None:
+        return _error(404, f"model '{name}' not found")
+    residency = request.app.state.residency
+    r = residency.resolve(m.resident)
+    empty = not req.get("messages") if chat else not req.get("prompt")
+    ka_ns = ka.from_json(req["keep_alive"]) if "keep_alive" in req else None
+    if empty and ka_ns == 0:
+        # routes.go:1902 / :298: expire the runner
+        if r is not None and r.running:
+            await anyio.to_thread.run_sync(residency.unload, r.name)
+        return _json(_done_only(chat, name, "unload"))
+    if not chat:
+        if req.get("raw") and (req.get("template") or req.get("system") or req.get("context")):
+            return _error(400, "raw mode does not support template, system, or context")
+        if isinstance(req.get("think"), str):
+            return _error(400, f"think value {oopts._go_quote(req['think'])} is not supported for this model")
+    think = req.get("think")
+    if think is True or isinstance(think, str):
+        # SmolLM2-like templates have no thinking tags (routes.go:1999 / :345)
+        return _error(400, f"{oopts._go_quote(name)} does not support thinking")
+    if not chat and req.get("suffix"):
+        # the insert capability needs a template with .Suffix (images.go:117); a GGUF's Jinja template has none
+        return _error(400, f"{n} does not support insert")
+    try:
+        opts = oopts.merged(m.parameters, req.get("options"))
+    except oopts.OptionError as e:
+        return _error(500, e.message)
+    was_running = r.running
+    try:
+        ctx = await _lease(request, r)
+    except Answer as e:
+        return _error(e.status, e.message)
+    released = False
+
+    def release():
+        nonlocal released
+        if not released:
+            released = True
+            residency.release(r)
+    try:
+        _keep_alive(request, m, req, was_running)
+        if chat and req.get("tools") and not _has_tools(ctx):
+            release()
+            return _error(400, f"{n} does not support tools")
+        t_loaded = time.monotonic_ns()
+        if empty:
+            release()
+            return _json(_done_only(chat, name, "load"))
+        resp = await _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, release)
+        return resp
+    except Answer as e:
+        release()
+        return _error(e.status, e.message)
+    except BaseException:
+        release()
+        raise
+
+
+def _empty(chat: bool, name: str, done: bool) -> dict:
+    """A ChatResponse / GenerateResponse without text (Go's field order)."""
+    d = {"model": name, "created_at": gojson.go_time()}
+    if chat:
+        d["message"] = {"role": "assistant", "content": ""}
+    else:
+        d["response"] = ""
+    d["done"] = done
+    return d
+
+
+def _done_only(chat: bool, name: str, reason: str) -> dict:
+    d = _empty(chat, name, True)
+    d["done_reason"] = reason
+    return d
+
+
+def _ollama_msgs(msgs: list) -> list:
+    out = []
+    for msg in msgs:
+        d = {"role": msg.get("role", ""), "content": msg.get("content", "")}
+        if msg.get("images"):
+            d["images"] = msg["images"]
+        out.append(d)
+    return out
+
+
+def _oai(msgs: list) -> list:
+    return [{"role": x["role"], "content": x["content"]} for x in msgs]
+
+
+async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, release) -> Response:
+    from ...chat.request import ChatRequestError, parse_chat_request
+    from .completion import make_tasks, parents, prepare
+    from .families import OAI_CHAT, COMPLETION
+    from .families.ollama import NDJSON, OllamaReply
+
+    tok = ctx.tokenizer
+    num_ctx = oopts.effective_ctx(opts, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train") else 0,
+                                  ctx.n_ctx_slot)
+    truncate = req.get("truncate", True)
+    fields = oopts.llama_fields(opts, num_ctx)
+
+    def render(msgs):
+        try:
+            return parse_chat_request({"messages": _oai(msgs)}, ctx.templates, ctx.chat_options).prompt
+        except ChatRequestError as e:
+            raise Answer(500, e.message) from None
+
+    def tokenize(s):
+        return tok.tokenize(s, False, True)
+
+    raw = bool(req.get("raw")) if not chat else False
+    if not chat and not raw and req.get("template"):
+        # routes.go:412 parses and runs a Go template; bankml renders the GGUF's chat template only
+        raise Answer(501, "a request template (Go template syntax) is not reproduced by bankml yet")
+    context = req.get("context") if not chat else None
+    if chat:
+        msgs = oprompt.chat_messages(m, _ollama_msgs(req.get("messages") or []))
+    else:
+        msgs = oprompt.generate_messages(m, req.get("system", ""), req.get("prompt", ""),
+                                         req.get("images") or [], context is not None)
+    use_chat = not raw and context is None
+    if not raw:
+        kept, n_images = oprompt.chat_prompt(msgs, render, tokenize, num_ctx, truncate)
+        prompt_text = render(kept)
+        if context is not None:
+            prompt_text = "".join(text_piece(tok, t) for t in context) + prompt_text
+    else:
+        kept, n_images = msgs, 0
+        prompt_text = req.get("prompt", "")
+    if req.get("_debug_render_only"):
+        release()
+        d = _empty(chat, name, False)
+        dbg = {"rendered_template": prompt_text}
+        if n_images:
+            dbg["image_count"] = n_images
+        d["_debug_info"] = dbg
+        return _json(d)
+    try:
+        fmt_fields = oopts.format_fields(req.get("format"), chat=use_chat)
+    except oopts.FormatError as e:
+        raise Answer(500, e.message) from None
+    stream = req.get("stream", True)
+    body = dict(fields)
+    body.update(fmt_fields)
+    body["stream"] = stream
+    logprobs = bool(req.get("logprobs"))
+    top = req.get("top_logprobs", 0)
+    if logprobs:
+        body["n_probs"] = max(top, 1)
+    if use_chat:
+        body["messages"] = _oai(kept)
+        family = OAI_CHAT
+    else:
+        body["prompt"] = prompt_text
+        family = COMPLETION
+    try:
+        prep = prepare(ctx, body, family)
+    except Refusal as e:
+        raise Answer(e.status, e.message) from None
+    # the runner's truncation (runner.go:131), then the context of `-c num_ctx -np 1`
+    try:
+        prep.inputs[0] = oprompt.runner_truncate(prep.inputs[0], num_ctx, opts["num_keep"], truncate)
+    except oprompt.PromptError as e:
+        raise Answer(e.status, e.message) from None
+    n_ctx_task = min(slot_context(num_ctx, 1, False, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train")
+                                  else num_ctx)[1], ctx.n_ctx_slot)
+
+    def context_of(generated: str):
+        if raw:
+            return None
+        return tokenize(prompt_text + generated)
+
+    reply = OllamaReply(chat, name, t_start, t_loaded, tok, fmt=prep.fmt, logprobs=logprobs, top_logprobs=top,
+                        context_of=context_of)
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue = asyncio.Queue()
+    tasks = make_tasks(ctx, prep, lambda i: (lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev)))
+    for t in tasks:
+        t.n_ctx = n_ctx_task
+    for t in parents(tasks, prep):
+        ctx.worker.submit_completion(t)
+
+    def cancel():
+        for t in tasks:
+            t.cancelled.set()
+
+    if not stream:
+        try:
+            while True:
+                try:
+                    ev = await asyncio.wait_for(events.get(), timeout=1.0)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        cancel()
+                        return Response(status_code=499)
+                    continue
+                if isinstance(ev, Error):
+                    return _error(ev.status, ev.message)
+                if isinstance(ev, Final):
+                    return _json(reply.final(ev, gojson.go_time(), False))
+        finally:
+            cancel()
+            release()
+
+    first = None
+    while True:
+        first = await events.get()
+        if isinstance(first, Error):
+            cancel()
+            release()
+            return _error(first.status, first.message)
+        if isinstance(first, (Token, Final)):
+            break
+    framing = NDJSON(gojson.dumps)
+
+    async def gen():
+        ev = first
+        try:
+            while True:
+                if isinstance(ev, Error):
+                    yield framing.chunk({"error": ev.message})
+                    return
+                if isinstance(ev, Token):
+                    c = reply.chunk(ev, gojson.go_time())
+                    if c is not None:
+                        yield framing.chunk(c)
+                elif isinstance(ev, Final):
+                    yield framing.chunk(reply.final(ev, gojson.go_time(), True))
+                    return
+                ev = await events.get()
+        finally:
+            cancel()
+            release()
+
+    return StreamingResponse(gen(), status_code=200, headers=dict(framing.headers))
+
+
+def text_piece(tok, t: int) -> str:
+    """Detokenize one token of `context` as Ollama's runner does (a piece, specials as text)."""
+    return tok.token_to_piece(int(t), True).decode("utf-8", "replace")
+
+
+async def embed(request: Request) -> Response:
+    return _error(501, "embeddings are not reproduced by bankml yet: POST /api/embed and /api/embeddings are "
+                       "refused until bankml computes embeddings")
+
+
+routes = [Route("/", root, methods=["GET", "HEAD"]), Route("/api/version", version, methods=["GET", "HEAD"]),
+          Route("/api/chat", chat, methods=["POST"]), Route("/api/generate", generate, methods=["POST"]),
+          Route("/api/embed", embed, methods=["POST"]), Route("/api/embeddings", embed, methods=["POST"])]

@@ -713,28 +713,15 @@ def _zero(t):
 
 
 def _raw_text(x) -> str:
-    """json.RawMessage: the value's JSON text (re-serialised compactly; Ollama reads it as JSON)."""
+    """json.RawMessage: the value's JSON text, compact, numbers as the client wrote them."""
     import json
-
-    def conv(v):
-        if isinstance(v, _Num):
-            return _RawNum(v.text)
-        if isinstance(v, list):
-            return [conv(e) for e in v]
-        if isinstance(v, dict):
-            return {k: conv(e) for k, e in v.items()}
-        return v
-    return json.dumps(conv(x), ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-class _RawNum(float):
-    def __new__(cls, text):
-        o = float.__new__(cls, float(text))
-        o.text = text
-        return o
-
-    def __repr__(self):
-        return self.text
+    if isinstance(x, _Num):
+        return x.text
+    if isinstance(x, list):
+        return "[" + ",".join(_raw_text(e) for e in x) + "]"
+    if isinstance(x, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _raw_text(e) for k, e in x.items()) + "}"
+    return json.dumps(x, ensure_ascii=False)
 
 
 def _message_of(e, gotype: str) -> str:

@@ -6,8 +6,11 @@ its final object, stream chunks, stream framing, n > 1 merge (and, for chat, its
     OAI_COMPLETIONS  OpenAI /v1/completions            (families.oai_completions)
     OAI_CHAT       OpenAI /v1/chat/completions         (families.oai_chat)
 
-A new API (Ollama's /api/chat, /api/generate) is a new module here with its Family (an NDJSON Framing beside
-base.SSE) and one TABLE row. Families read generation events; they never import the routes.
+    families.ollama  Ollama's /api/chat and /api/generate answers (NDJSON framing, Go's field order); not a TABLE
+                   row: bankml.server.api.ollama runs Ollama's own checks and lifecycle before the same tasks
+
+A new API is a new module here with its Family (or answer builder) and, if llama-server's request steps fit it,
+one TABLE row. Families read generation events; they never import the routes.
 """
 
 from __future__ import annotations
