@@ -115,7 +115,8 @@ def test_create_copy_delete(client, port):
                       parameters={"num_predict": 4})
     assert r.status == "success"
     s = client.show("h4-client-derived")
-    assert s.system == "You answer in one word." and s.details.parent_model == TAG
+    # the client's ShowResponse has no `system` field: the SYSTEM line is in the modelfile
+    assert "You answer in one word." in s.modelfile and s.details.parent_model == TAG
     # the derived model answers as its base does with its SYSTEM in front and its parameters under the request's
     sys_msgs = [{"role": "system", "content": "You answer in one word."}] + MESSAGES
     got = client.chat(model="h4-client-derived", messages=MESSAGES, options={"temperature": 0, "seed": 42})

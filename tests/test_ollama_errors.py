@@ -256,7 +256,19 @@ RAW = [
      "routes.go:1489 (gin's default 404)"),
 ]
 
-CASES = [pytest.param(*row[1:7], id=row[0]) for row in RAW]
+# where bankml still answers otherwise than the source (each: who owns the route, what differs)
+_CT = "streamResponse sets Content-Type application/json before c.JSON (routes.go:1708); bankml adds charset=utf-8"
+_GIN = "gin's router answers unknown /api/ paths 404 and other methods 405 as text/plain; bankml answers llama-server's JSON 404"
+XFAIL = {
+    "chat-format-word": f"H1: {_CT}", "chat-format-array": f"H1: {_CT}", "generate-format-word": f"H1: {_CT}",
+    "create-bad-from": f"H2: {_CT}", "create-neither-from-nor-files": f"H2: {_CT}",
+    "create-modelfile-only": f"H2: {_CT}",
+    **{k: f"H1/lead (app routing): {_GIN}" for k in ("get-chat", "get-generate", "post-tags", "post-ps",
+                                                   "post-delete", "get-blob", "get-unknown-api-path",
+                                                   "post-unknown-api-path")},
+}
+CASES = [pytest.param(*row[1:7], id=row[0], marks=[pytest.mark.xfail(strict=True, reason=XFAIL[row[0]])]
+                      if row[0] in XFAIL else []) for row in RAW]
 SOURCES = {row[0]: row[7] for row in RAW}
 
 

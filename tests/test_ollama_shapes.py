@@ -174,6 +174,7 @@ def test_chat_load_and_unload(port):
     assert [m["name"] for m in call(port, "GET", "/api/ps").json()["models"]] == [TAG]
 
 
+@pytest.mark.xfail(strict=True, reason='H1: the ChatResponse of routes.go:2076-2085 has a zero Message (role ""); bankml writes role "assistant"')
 def test_chat_debug_render_only(port):
     # routes.go:2076-2085: a ChatResponse with only model, created_at and _debug_info set: the zero message
     # (role and content are not omitempty) and done false are still written
@@ -296,7 +297,9 @@ def test_show(port):
     assert list(info) == sorted(info)                                  # a Go map: keys sorted
     assert "general.name" not in info and "tokenizer.chat_template" not in info   # routes.go:1167-1168
     assert info["general.architecture"] == "llama" and info["general.parameter_count"] == 134515008
-    assert info["tokenizer.ggml.tokens"] == []                         # arrays > 5 are [] without verbose
+    # without verbose getModelData reads arrays with maxArraySize 0 (routes.go:1195): fs/ggml/gguf.go:401-406
+    # keeps no values, and the array marshals its nil slice as null (gguf.go:397; docs/api.md:1493 says [])
+    assert info["tokenizer.ggml.tokens"] is None
     assert r["tensors"] and list(r["tensors"][0]) == ["name", "type", "shape"]
     verbose = call(port, "POST", "/api/show", body={"model": MODEL, "verbose": True}).json()
     assert len(verbose["model_info"]["tokenizer.ggml.tokens"]) == 49152
@@ -328,7 +331,7 @@ def test_create_progress(port):
         assert list(line)[0] == "status" and set(line) <= {"status", "digest", "total", "completed"}
     assert lines[-1] == {"status": "success"}
     one = call(port, "POST", "/api/create", body={**body, "stream": False})
-    assert (one.status, one.content_type, one.body) == (200, "application/json", b'{"status":"success"}')
+    assert (one.status, one.body) == (200, b'{"status":"success"}')
     show = call(port, "POST", "/api/show", body={"model": "h4-shapes-derived"}).json()
     assert show["system"] == "Answer briefly."
     check_details(show["details"], parent=TAG)
@@ -338,8 +341,18 @@ def test_create_progress(port):
 
 def test_pull_present(port):
     a = call(port, "POST", "/api/pull", body={"model": MODEL, "stream": False})
-    assert (a.status, a.content_type, a.body) == (200, "application/json", b'{"status":"success"}')
+    assert (a.status, a.body) == (200, b'{"status":"success"}')
     s = call(port, "POST", "/api/pull", body={"model": MODEL})
     assert (s.status, s.content_type) == (200, NDJSON)
     lines = s.lines()
     assert lines[0] == {"status": "pulling manifest"} and lines[-1] == {"status": "success"}
+
+
+@pytest.mark.xfail(strict=True, reason='H2: waitForStream sets Content-Type application/json (routes.go:1662) before c.JSON; bankml adds charset=utf-8')
+def test_wait_for_stream_content_type(port):
+    # stream false on create and pull: waitForStream's c.Header("Content-Type", "application/json"), which
+    # c.JSON keeps (gin writes its own only when none is set)
+    pull = call(port, "POST", "/api/pull", body={"model": MODEL, "stream": False})
+    create = call(port, "POST", "/api/create", body={"model": "h4-shapes-ct", "from": MODEL, "stream": False})
+    call(port, "DELETE", "/api/delete", body={"model": "h4-shapes-ct"})
+    assert (pull.content_type, create.content_type) == ("application/json", "application/json")
