@@ -48,19 +48,21 @@ async def version(request: Request) -> Response:
 # --- answers -----------------------------------------------------------------------------------------------------
 
 class Answer(Exception):
-    """An Ollama error answer: status and message (`{"error": message}`)."""
+    """An Ollama error answer: status and message (`{"error": message}`); `streamed`: it comes from the
+    completion's goroutine of a streaming request, so streamResponse writes it (routes.go:1708: its
+    `application/json` header stays, gin's c.JSON adds no charset)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, streamed: bool = False):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.streamed = status, message, streamed
 
 
-def _json(obj, status: int = 200) -> Response:
-    return Response(gojson.dumps(obj), status_code=status, media_type=JSON_TYPE)
+def _json(obj, status: int = 200, media_type: str = JSON_TYPE) -> Response:
+    return Response(gojson.dumps(obj), status_code=status, media_type=media_type)
 
 
-def _error(status: int, message: str) -> Response:
-    return _json({"error": message}, status)
+def _error(status: int, message: str, streamed: bool = False) -> Response:
+    return _json({"error": message}, status, "application/json" if streamed else JSON_TYPE)
 
 
 class _Queue:
@@ -198,7 +200,7 @@ async def _handle(request: Request, chat: bool) -> Response:
         return resp
     except Answer as e:
         release()
-        return _error(e.status, e.message)
+        return _error(e.status, e.message, e.streamed)
     except BaseException:
         release()
         raise
@@ -283,11 +285,12 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
             dbg["image_count"] = n_images
         d["_debug_info"] = dbg
         return _json(d)
+    stream = req.get("stream", True)
     try:
+        # llm/server.go Completion reads the format: inside the handler's goroutine
         fmt_fields = oopts.format_fields(req.get("format"), chat=use_chat)
     except oopts.FormatError as e:
-        raise Answer(500, e.message) from None
-    stream = req.get("stream", True)
+        raise Answer(500, e.message, stream) from None
     body = dict(fields)
     body.update(fmt_fields)
     body["stream"] = stream
@@ -304,12 +307,12 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
     try:
         prep = prepare(ctx, body, family)
     except Refusal as e:
-        raise Answer(e.status, e.message) from None
+        raise Answer(e.status, e.message, stream) from None
     # the runner's truncation (runner.go:131), then the context of `-c num_ctx -np 1`
     try:
         prep.inputs[0] = oprompt.runner_truncate(prep.inputs[0], num_ctx, opts["num_keep"], truncate)
     except oprompt.PromptError as e:
-        raise Answer(e.status, e.message) from None
+        raise Answer(e.status, e.message, stream) from None
     n_ctx_task = min(slot_context(num_ctx, 1, False, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train")
                                   else num_ctx)[1], ctx.n_ctx_slot)
 
@@ -356,7 +359,7 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
         if isinstance(first, Error):
             cancel()
             release()
-            return _error(first.status, first.message)
+            return _error(first.status, first.message, True)
         if isinstance(first, (Token, Final)):
             break
     framing = NDJSON(gojson.dumps)
