@@ -161,16 +161,16 @@ def sessions() -> list[dict]:
     hist = [s("You are a patient teacher.")]
     for i in range(0, len(FILLER), 2):
         hist += [u(FILLER[i]), a(FILLER[i + 1])]
-    add("num_ctx_512", [
-        chat(hist + [u("Summarize what we talked about in one sentence.")], temperature=0, num_ctx=512,
+    add("num_ctx_384", [
+        chat(hist + [u("Summarize what we talked about in one sentence.")], temperature=0, num_ctx=384,
              num_predict=48),
-        chat(hist + [u("Which topic did we discuss last?")], seed=61, num_ctx=512, num_predict=48),
-        chat(hist[:5] + [u("Summarize what we talked about in one sentence.")], temperature=0, num_ctx=512,
+        chat(hist + [u("Which topic did we discuss last?")], seed=61, num_ctx=384, num_predict=48),
+        chat(hist[:5] + [u("Summarize what we talked about in one sentence.")], temperature=0, num_ctx=384,
              num_predict=48),
-        chat(hist[1:] + [u("What did I ask first?")], stream=True, temperature=0, num_ctx=512, num_predict=48),
+        chat(hist[1:] + [u("What did I ask first?")], stream=True, temperature=0, num_ctx=384, num_predict=48),
         gen("Tell me something about tides.", system="You are a patient teacher.",
-            options={"num_ctx": 512, "temperature": 0, "num_predict": 32}),
-    ], num_ctx=512, note="history that no longer fits: old turns dropped, the system message kept")
+            options={"num_ctx": 384, "temperature": 0, "num_predict": 32}),
+    ], num_ctx=384, note="history that no longer fits: old turns dropped, the system message kept")
     hist2 = [s("Be brief.")]
     for i in range(len(FILLER)):
         hist2.append(u(FILLER[i]) if i % 2 == 0 else a(FILLER[i]))
