@@ -30,7 +30,7 @@ from ollama_serve import MODEL, MODEL_FULL, call, go_json, serve
 pytestmark = pytest.mark.slow
 
 J = "application/json; charset=utf-8"      # gin's c.JSON
-JS = "application/json"                    # an error streamResponse sends before any output
+JS = "application/json"                    # streamResponse's error before any output, and all of waitForStream's
 PLAIN = "text/plain"                       # gin's serveError (404/405)
 CAPS = f"{MODEL_FULL} does not support"
 
@@ -218,7 +218,7 @@ RAW = [
      "routes.go:862 (types/errtypes/errtypes.go:11)"),
     ("pull-bad-name", "POST", "/api/pull", {"model": "bad name!"}, 400, J, E("invalid model name"),
      "routes.go:862"),
-    ("pull-unknown-nostream", "POST", "/api/pull", {"model": "nosuch-h4", "stream": False}, 500, J,
+    ("pull-unknown-nostream", "POST", "/api/pull", {"model": "nosuch-h4", "stream": False}, 500, JS,
      E("pull model manifest: file does not exist"), "images.go:643 (images.go:784), waitForStream routes.go:1677"),
     # ---- /api/create (CreateHandler, server/create.go:44)
     ("create-empty-body", "POST", "/api/create", "", 400, J, E("missing request body"), "create.go:57"),
@@ -256,17 +256,8 @@ RAW = [
      "routes.go:1489 (gin's default 404)"),
 ]
 
-# where bankml still answers otherwise than the source (each: who owns the route, what differs)
-_CT = "streamResponse sets Content-Type application/json before c.JSON (routes.go:1708); bankml adds charset=utf-8"
-_GIN = "gin's router answers unknown /api/ paths 404 and other methods 405 as text/plain; bankml answers llama-server's JSON 404"
-XFAIL = {
-    "chat-format-word": f"H1: {_CT}", "chat-format-array": f"H1: {_CT}", "generate-format-word": f"H1: {_CT}",
-    "create-bad-from": f"H2: {_CT}", "create-neither-from-nor-files": f"H2: {_CT}",
-    "create-modelfile-only": f"H2: {_CT}",
-    **{k: f"H1/lead (app routing): {_GIN}" for k in ("get-chat", "get-generate", "post-tags", "post-ps",
-                                                   "post-delete", "get-blob", "get-unknown-api-path",
-                                                   "post-unknown-api-path")},
-}
+# where bankml still answers otherwise than the source (each: who owns the route, what differs): none now
+XFAIL: dict = {}
 CASES = [pytest.param(*row[1:7], id=row[0], marks=[pytest.mark.xfail(strict=True, reason=XFAIL[row[0]])]
                       if row[0] in XFAIL else []) for row in RAW]
 SOURCES = {row[0]: row[7] for row in RAW}

@@ -53,6 +53,18 @@ async def _refusal(request: Request, exc: BankmlError) -> Response:
     return error_response(str(exc), 501)
 
 
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """An unknown path, or a known one with another method: llama-server's 404 body, except under Ollama's paths
+    (`/`, `/api/...`), where gin's router answers (routes.go:1490 HandleMethodNotAllowed): `404 page not found` or
+    `405 method not allowed`, text/plain."""
+    from .routing import is_ollama
+    if is_ollama(request.url.path):
+        code = getattr(exc, "status_code", 404)
+        text = b"405 method not allowed" if code == 405 else b"404 page not found"
+        return Response(text, status_code=405 if code == 405 else 404, headers={"content-type": "text/plain"})
+    return await not_found(request, exc)
+
+
 def _not_supported(message: str):
     async def handler(request: Request) -> Response:
         return error_response(message, 501)
@@ -132,7 +144,7 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
             residency.close()
 
     app = Starlette(routes=_routes(router), lifespan=lifespan, exception_handlers={
-        404: not_found, 405: not_found, Refusal: _refused, BankmlError: _refusal, Exception: _server_error})
+        404: _no_route, 405: _no_route, Refusal: _refused, BankmlError: _refusal, Exception: _server_error})
     app.state.ctx = None
     app.state.residency = None           # until the lifespan ran: llama-server's 503 "Loading model"
     app.state.cfg = cfg

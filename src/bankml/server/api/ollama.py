@@ -206,11 +206,11 @@ async def _handle(request: Request, chat: bool) -> Response:
         raise
 
 
-def _empty(chat: bool, name: str, done: bool) -> dict:
+def _empty(chat: bool, name: str, done: bool, role: str = "assistant") -> dict:
     """A ChatResponse / GenerateResponse without text (Go's field order)."""
     d = {"model": name, "created_at": gojson.go_time()}
     if chat:
-        d["message"] = {"role": "assistant", "content": ""}
+        d["message"] = {"role": role, "content": ""}
     else:
         d["response"] = ""
     d["done"] = done
@@ -279,7 +279,7 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
         prompt_text = req.get("prompt", "")
     if req.get("_debug_render_only"):
         release()
-        d = _empty(chat, name, False)
+        d = _empty(chat, name, False, role="")      # routes.go:2076: a zero Message
         dbg = {"rendered_template": prompt_text}
         if n_images:
             dbg["image_count"] = n_images
@@ -322,7 +322,7 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
         return tokenize(prompt_text + generated)
 
     reply = OllamaReply(chat, name, t_start, t_loaded, tok, fmt=prep.fmt, logprobs=logprobs, top_logprobs=top,
-                        context_of=context_of)
+                        context_of=context_of, parsed=use_chat)
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
     tasks = make_tasks(ctx, prep, lambda i: (lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev)))

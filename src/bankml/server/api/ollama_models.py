@@ -357,18 +357,22 @@ async def _progress(request: Request, work, stream: bool) -> Response:
     async def get():
         return await asyncio.get_running_loop().run_in_executor(None, q.get)
 
+    # waitForStream and streamResponse set `application/json` before gin's c.JSON, which then adds no charset
+    # (routes.go:1662, 1708)
+    plain_json = "application/json"
     if not stream:
         latest = {"status": ""}
         while True:
             item = await get()
             if item is done:
-                return Response(gojson.dumps(latest), media_type=JSON)
+                return Response(gojson.dumps(latest), media_type=plain_json)
             if isinstance(item, _Fail):
-                return _error(item.message, item.status)
+                return Response(gojson.dumps({"error": item.message}), status_code=item.status,
+                                media_type=plain_json)
             latest = item
     first = await get()
     if isinstance(first, _Fail):
-        return _error(first.message, first.status)
+        return Response(gojson.dumps({"error": first.message}), status_code=first.status, media_type=plain_json)
 
     async def body():
         item = first

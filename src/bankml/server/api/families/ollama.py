@@ -66,12 +66,14 @@ class OllamaReply:
     """One chat or generate answer's JSON."""
 
     def __init__(self, chat: bool, model: str, t_start: int, t_loaded: int, tokenizer, *, fmt=None,
-                 logprobs: bool = False, top_logprobs: int = 0, context_of=None):
+                 logprobs: bool = False, top_logprobs: int = 0, context_of=None, parsed: bool | None = None):
         self.chat = chat
         self.model = model
         self.t_start, self.t_loaded = t_start, t_loaded
         self.tokenizer = tokenizer
-        self.state = ChatState(fmt) if chat else None
+        # an answer of llama-server's chat step (chat, and generate without raw or context) is its message's content
+        # as the chat parser reads it (a JSON answer's markdown fence, ...); a /completion answer is the text
+        self.state = ChatState(fmt) if (chat if parsed is None else parsed) else None
         self.logprobs, self.top = logprobs, top_logprobs
         self.context_of = context_of          # generate: (generated text) -> the `context` tokens, or None (raw)
         self.sent = b""
@@ -85,7 +87,7 @@ class OllamaReply:
         return d
 
     def chunk(self, ev: Token, ts: str) -> dict | None:
-        if self.chat:
+        if self.state is not None:
             d = self.state.diff(ev.text)
             content = d or ""
         else:
@@ -105,11 +107,14 @@ class OllamaReply:
     def final(self, res: Final, ts: str, stream: bool) -> dict:
         if stream:
             content = ""
-        elif self.chat:
+        elif self.state is not None:
             content = self.state.parse(res.content, False)
         else:
             content = text(res.content)
-        generated = self.sent if stream else res.content
+        if self.state is not None:
+            generated = (self.state.content if stream else content).encode("utf-8", "surrogateescape")
+        else:
+            generated = self.sent if stream else res.content
         body = self._head(ts, content)
         body["done"] = True
         body["done_reason"] = done_reason(res.stop)
