@@ -251,6 +251,18 @@ async def _run(request: Request, family: Family) -> Response:
             evict()
 
 
+async def next_event(request: Request, events: asyncio.Queue, cancel):
+    """The next event of a request answered without a stream; the socket is polled every second, and a client
+    that has gone cancels the tasks (cancel()) and gets None."""
+    while True:
+        try:
+            return await asyncio.wait_for(events.get(), timeout=1.0)
+        except asyncio.TimeoutError:
+            if await request.is_disconnected():
+                cancel()
+                return None
+
+
 async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> Response:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
@@ -277,13 +289,10 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
     if not prep.stream:
         finals: dict[int, Final] = {}
         while len(finals) < len(tasks):
-            try:
-                i, ev = await asyncio.wait_for(events.get(), timeout=1.0)
-            except asyncio.TimeoutError:
-                if await request.is_disconnected():
-                    cancel()
-                    return Response(status_code=499)
-                continue
+            got = await next_event(request, events, cancel)
+            if got is None:
+                return Response(status_code=499)
+            i, ev = got
             if isinstance(ev, Error):
                 cancel()
                 _log(request, ev.status, t0)

@@ -163,11 +163,11 @@ async def _handle(request: Request, chat: bool) -> Response:
         if req.get("raw") and (req.get("template") or req.get("system") or req.get("context")):
             return _error(400, "raw mode does not support template, system, or context")
         if isinstance(req.get("think"), str):
-            return _error(400, f"think value {oopts._go_quote(req['think'])} is not supported for this model")
+            return _error(400, f"think value {gojson.go_quote(req['think'])} is not supported for this model")
     think = req.get("think")
     if think is True or isinstance(think, str):
         # SmolLM2-like templates have no thinking tags (routes.go:1999 / :345)
-        return _error(400, f"{oopts._go_quote(name)} does not support thinking")
+        return _error(400, f"{gojson.go_quote(name)} does not support thinking")
     if not chat and req.get("suffix"):
         # the insert capability needs a template with .Suffix (images.go:117); a GGUF's Jinja template has none
         return _error(400, f"{n} does not support insert")
@@ -239,7 +239,7 @@ def _oai(msgs: list) -> list:
 
 async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, release) -> Response:
     from ...chat.request import ChatRequestError, parse_chat_request
-    from .completion import make_tasks, parents, prepare
+    from .completion import make_tasks, next_event, parents, prepare
     from .families import OAI_CHAT, COMPLETION
     from .families.ollama import NDJSON, OllamaReply
 
@@ -338,13 +338,9 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
     if not stream:
         try:
             while True:
-                try:
-                    ev = await asyncio.wait_for(events.get(), timeout=1.0)
-                except asyncio.TimeoutError:
-                    if await request.is_disconnected():
-                        cancel()
-                        return Response(status_code=499)
-                    continue
+                ev = await next_event(request, events, cancel)
+                if ev is None:
+                    return Response(status_code=499)
                 if isinstance(ev, Error):
                     return _error(ev.status, ev.message)
                 if isinstance(ev, Final):

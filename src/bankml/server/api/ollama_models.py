@@ -192,7 +192,7 @@ def _go_v(v, sharp: bool) -> str:
     if isinstance(v, (int, float)):
         return _go_v_float(float(v))
     if isinstance(v, str):
-        return gojson._go_quote(v) if sharp else v
+        return gojson.go_quote(v) if sharp else v
     if v is None:
         return "<nil>" if not sharp else "interface {}(nil)"
     return str(v)
@@ -561,7 +561,7 @@ async def create(request: Request) -> Response:
 def _copy(cat: Catalog, src: str, dst: str):
     m = cat.find(src)
     if m is None:
-        return _error(f"model {gojson._go_quote(src)} not found", 404)     # routes.go:1301
+        return _error(f"model {gojson.go_quote(src)} not found", 404)     # routes.go:1301
     if m.derived:
         store.copy(src, dst)
     else:
@@ -580,9 +580,9 @@ async def copy(request: Request) -> Response:
         return req
     src, dst = req.get("source", ""), req.get("destination", "")
     if not names.parse(src).valid:
-        return _error(f"source {gojson._go_quote(src)} is invalid", 400)
+        return _error(f"source {gojson.go_quote(src)} is invalid", 400)
     if not names.parse(dst).valid:
-        return _error(f"destination {gojson._go_quote(dst)} is invalid", 400)
+        return _error(f"destination {gojson.go_quote(dst)} is invalid", 400)
     return await run_in_threadpool(_copy, _catalog(request), src, dst)
 
 
@@ -629,7 +629,7 @@ async def delete(request: Request) -> Response:
         return req
     name = req.get("model") or req.get("name") or ""
     if not names.parse(name).valid:
-        return _error(f"name {gojson._go_quote(name)} is invalid", 400)   # routes.go:994
+        return _error(f"name {gojson.go_quote(name)} is invalid", 400)   # routes.go:994
     return await run_in_threadpool(_delete, _catalog(request), name, name)
 
 
@@ -679,7 +679,7 @@ async def head_blob(request: Request) -> Response:
     except ValueError as e:
         return _error(str(e), 400)
     if not p.exists():
-        return _error(f"blob {gojson._go_quote(d)} not found", 404)   # routes.go:1316
+        return _error(f"blob {gojson.go_quote(d)} not found", 404)   # routes.go:1316
     return Response(b"", status_code=200)
 
 
@@ -704,7 +704,7 @@ async def post_blob(request: Request) -> Response:
         if tmp.exists():
             tmp.unlink()
     if got != d:
-        return _error(f"digest mismatch, expected {gojson._go_quote(d)}, got {gojson._go_quote(got)}", 400)
+        return _error(f"digest mismatch, expected {gojson.go_quote(d)}, got {gojson.go_quote(got)}", 400)
     return Response(b"", status_code=201)
 
 

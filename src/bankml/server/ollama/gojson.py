@@ -643,7 +643,7 @@ class _Decoder:
             if isinstance(v, str):
                 s = _fix_str(v)
                 if s not in ("high", "medium", "low"):
-                    raise _Custom(f'invalid think value: {_go_quote(s)} (must be "high", "medium", "low", true, '
+                    raise _Custom(f'invalid think value: {go_quote(s)} (must be "high", "medium", "low", true, '
                                   'or false)')
                 return s
             raise _Custom('think must be a boolean or string ("high", "medium", "low", true, or false)')
@@ -730,7 +730,7 @@ def _message_of(e, gotype: str) -> str:
     return e.text() if isinstance(e, _TypeError) else str(e)
 
 
-def _go_quote(s: str) -> str:
+def go_quote(s: str) -> str:
     """%q of a Go string (strconv.Quote), for the printable cases Ollama's messages meet."""
     out = []
     for c in s:

@@ -19,6 +19,8 @@ import json
 import logging
 import os
 
+from . import gojson
+
 log = logging.getLogger("bankml.server")
 
 INT, FLOAT, STR, LIST, PBOOL = "int", "float", "str", "list", "pbool"
@@ -162,28 +164,6 @@ class FormatError(Exception):
         self.message = message
 
 
-def _go_quote(s: str) -> str:
-    """Go's %q of a string (strconv.Quote) for the printable ASCII and common escapes."""
-    out = ['"']
-    for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
 def format_fields(raw: str | None, chat: bool) -> dict:
     """`format`, its raw JSON text (json.RawMessage; llm/server.go:1475): absent, `null` or `""` -> unset;
     `"json"` -> llama-server's response_format json_object (chat) / json_schema {"type": "object"} (what
@@ -196,7 +176,7 @@ def format_fields(raw: str | None, chat: bool) -> dict:
             return {"response_format": {"type": "json_object"}}
         return {"json_schema": {"type": "object"}}
     if raw[0] != "{":
-        raise FormatError(f'invalid format: {_go_quote(raw)}; expected "json" or a valid JSON Schema object')
+        raise FormatError(f'invalid format: {gojson.go_quote(raw)}; expected "json" or a valid JSON Schema object')
     schema = json.loads(raw)
     if chat:
         return {"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
