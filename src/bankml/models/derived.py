@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import BankmlError
+from ..files import write_atomically
 from ..server.ollama import names as onames
 from . import verify
 
@@ -55,19 +56,7 @@ def _atomic_write(path: Path, data: bytes, top: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if not _inside(path, top):
         raise DerivedError(f"{path} would lie outside {top}")
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(path, data, prefix="." + path.name + ".")
 
 
 # --- manifests ------------------------------------------------------------------------------------------------

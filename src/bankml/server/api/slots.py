@@ -8,11 +8,9 @@ padded to the size llama-server's file would have, so `n_written` / `n_read` are
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import struct
-import tempfile
 import time
 
 from starlette.requests import Request
@@ -97,20 +95,9 @@ def _meta_bytes(ctx, n: int) -> int:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """The file appears whole or not at all: written to a temporary name beside it, flushed to the disk, then
-    renamed over the old one (a save killed half-way leaves the previous file as it was)."""
-    d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".slot-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """A slot file, whole or not at all (bankml.files.write_atomically; its temporary: `.slot-*.tmp`)."""
+    from ...files import write_atomically as write
+    write(path, data, prefix=".slot-")
 
 
 def _save(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
