@@ -637,13 +637,18 @@ def _no_constant(name):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+#: the slice (characters, bytes) a long string is searched or decoded in: one C call on a body of many MB would
+#: hold the GIL all along (bankml-serve parses bodies on a worker thread while its event loop keeps answering)
+_SLICE = 1 << 20
+
+
 def _suspicious(v) -> bool:
     # what Python's json accepts and nlohmann does not (or reads differently)
     stack = [v]
     while stack:
         x = stack.pop()
         if isinstance(x, str):
-            if _SURROGATE.search(x):
+            if any(_SURROGATE.search(x, a, a + _SLICE) for a in range(0, len(x), _SLICE)):
                 return True
         elif isinstance(x, float):
             if not math.isfinite(x):
@@ -659,6 +664,18 @@ def _suspicious(v) -> bool:
     return False
 
 
+def _decode(data: bytes) -> str:
+    """data.decode("utf-8") (strict), slice by slice."""
+    if len(data) <= _SLICE:
+        return data.decode("utf-8")
+    import codecs
+    dec = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    parts = [dec.decode(view[a:a + _SLICE]) for a in range(0, len(data), _SLICE)]
+    parts.append(dec.decode(b"", final=True))
+    return "".join(parts)
+
+
 def loads(data: bytes | bytearray | memoryview | str):
     """Parse a request body as llama-server does. Raises JSONParseError (str: nlohmann's message)."""
     if isinstance(data, str):
@@ -666,7 +683,7 @@ def loads(data: bytes | bytearray | memoryview | str):
     data = bytes(data)
     try:
         if data[:1] not in (b"\xef", b"") and b"\x00" not in data:
-            v = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+            v = json.loads(_decode(data), parse_constant=_no_constant)
             if not _suspicious(v):
                 return v
     except (ValueError, RecursionError):

@@ -32,7 +32,7 @@ from ..errors import BankmlError
 from .api import info as info_api, template as template_api, tokenize as tokenize_api
 from .context import ServerContext
 from .flags import ServerConfig, parse_flags
-from .http import LlamaHTTP, Refusal, error_response, not_found
+from .http import CollectorPolicy, LlamaHTTP, Refusal, error_response, not_found
 from .residency import Residency
 from .routing import ModelScope, context_of
 
@@ -135,12 +135,15 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         residency = _residency(cfg, ctx)
+        app.state.collector = CollectorPolicy()    # after the load: what it made is frozen
         try:
             app.state.ctx = ctx          # a given context (tests); else None: routes read the request's own
             app.state.residency = residency
             yield
         finally:
             app.state.residency = None
+            app.state.collector.close()
+            app.state.collector = None
             residency.close()
 
     app = Starlette(routes=_routes(router), lifespan=lifespan, exception_handlers={
@@ -154,7 +157,9 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     app.state.parse_json_body = _json_error
     app.add_middleware(ModelScope, residency=lambda: app.state.residency, router=router,
                        autoload=cfg.models_autoload)
-    app.add_middleware(LlamaHTTP, cfg=cfg, ready=lambda: app.state.residency is not None)
+    app.state.collector = None
+    app.add_middleware(LlamaHTTP, cfg=cfg, ready=lambda: app.state.residency is not None,
+                       collector=lambda: app.state.collector)
     return app
 
 

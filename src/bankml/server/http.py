@@ -10,16 +10,25 @@
   `error_body` / `error_response(message, status, type)` build one on the spot; the router's own errors
   (`router_error`: key order message, type, code: 404 File Not Found, 401, 503) keep their own order.
 - `LlamaHTTP`: the ASGI middleware of cpp-httplib + llama-server's pre-routing handler: `Server: llama.cpp`,
-  CORS (`--cors-origins` / credentials / methods / headers; OPTIONS answered at once), the API key check (public
-  paths /health and /v1/health), 413 (empty body) past 100 MiB, `Connection: close` on status >= 400 and
-  `Keep-Alive: timeout=5, max=100` otherwise, `Accept-Ranges: bytes` on HEAD.
+  CORS (`--cors-origins` / credentials / methods / headers; OPTIONS answered at once), the model-loading 503, the
+  API key check (public paths /health and /v1/health), then the payload limit: 413 (empty body) for a body past
+  100 MiB on a known route (an unknown one answers its 404 without reading), refused from its `Content-Length`
+  before a byte of it is read, or, without one (chunked), counted as it streams and cut at the limit;
+  `Connection: close` on status >= 400 and `Keep-Alive: timeout=5, max=100` otherwise, `Accept-Ranges: bytes` on
+  HEAD.
+- `off_loop(fn, *args)`: run a step that parses, converts or serializes a request's data on a worker thread,
+  so the event loop keeps answering other clients (/health) meanwhile (docs/server.md, "Responsiveness").
 """
 
 from __future__ import annotations
 
+import gc
+import threading
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.responses import Response
+from starlette.routing import Match
 
 from ..cxx import nljson
 from ..errors import BankmlError
@@ -49,17 +58,64 @@ def _escapable(s: str) -> bool:
     return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in s)
 
 
+#: the size (characters) of the pieces a body's JSON text is built, joined and encoded in
+PIECE = 1 << 16
+
+
+def _pieces(v, out: list) -> None:
+    """nljson.dump(v) (compact) as a run of pieces of at most about PIECE characters each: containers member by
+    member, long strings slice by slice (its escapes are per character), so that no single join, concatenation
+    or encode of a large answer holds the GIL for long (docs/server.md, Responsiveness)."""
+    if isinstance(v, dict) and v:
+        sep = "{"
+        for k, x in v.items():
+            out.append(sep + nljson.dump(k) + ":")
+            _pieces(x, out)
+            sep = ","
+        out.append("}")
+    elif isinstance(v, (list, tuple)) and v:
+        sep = "["
+        for x in v:
+            out.append(sep)
+            _pieces(x, out)
+            sep = ","
+        out.append("]")
+    elif isinstance(v, str) and len(v) > PIECE:
+        out.append('"')
+        for a in range(0, len(v), PIECE):
+            out.append(nljson.dump(v[a:a + PIECE])[1:-1])
+        out.append('"')
+    else:
+        out.append(nljson.dump(v))
+
+
 def dumps(obj) -> bytes:
-    """The JSON text of a body (compact, ordered, raw UTF-8, dump_safe)."""
-    text = nljson.dump(obj)
+    """The JSON text of a body (compact, ordered, raw UTF-8, dump_safe): nljson.dump's text, built and encoded
+    in pieces."""
+    pieces: list[str] = []
+    _pieces(obj, pieces)
+    groups, group, size = [], [], 0
+    for p in pieces:
+        group.append(p)
+        size += len(p)
+        if size >= PIECE:
+            groups.append("".join(group))
+            group, size = [], 0
+    groups.append("".join(group))
     try:
-        return text.encode("utf-8")
+        return b"".join([g.encode("utf-8") for g in groups])
     except UnicodeEncodeError:
-        return safe_text(text).encode("utf-8")
+        return safe_text("".join(groups)).encode("utf-8")
 
 
 def json_response(obj, status: int = 200, headers: dict | None = None) -> Response:
     return Response(dumps(obj), status_code=status, media_type=JSON_TYPE, headers=headers)
+
+
+async def off_loop(fn, *args):
+    """fn(*args) on a worker thread (anyio's pool): the steps that parse, render, tokenize, compile or serialize
+    a request's data run there, never on the event loop. Exceptions come back to the caller."""
+    return await anyio.to_thread.run_sync(fn, *args)
 
 
 class Refusal(BankmlError):
@@ -123,19 +179,104 @@ def wire_name(name: bytes) -> bytes:
     return b"-".join(w[:1].upper() + w[1:].lower() for w in name.split(b"-"))
 
 
+class CollectorPolicy:
+    """The cyclic garbage collector while an app serves: what the load made is frozen (gc.freeze: out of every
+    pass), the young generations are collected as usual (their passes are short), the old one only when no
+    request is in flight (LlamaHTTP calls begin() / end() around each), or once OLD_PASSES_DUE young passes
+    piled up while requests never stopped. A full pass walks every live object with the GIL held: during a
+    request holding a large answer (a few million probability entries) Python's own policy froze the event loop
+    for up to a second. The first policy of a process sets this up, the last one's close() puts Python's back."""
+
+    #: the old generation's threshold while serving (Python's: 10 young passes), and how many young passes bring
+    #: a full one even while requests are in flight
+    FROZEN_OLD = 1 << 30
+    OLD_PASSES_DUE = 1000
+
+    _lock = threading.Lock()
+    _open = 0
+    _saved = (700, 10, 10)
+
+    def __init__(self):
+        self.in_flight = 0
+        self.closed = False
+        cls = CollectorPolicy
+        with cls._lock:
+            if cls._open == 0:
+                cls._saved = gc.get_threshold()
+                gc.freeze()
+                gc.set_threshold(cls._saved[0], cls._saved[1], self.FROZEN_OLD)
+            cls._open += 1
+
+    def begin(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            idle = self.in_flight == 0
+        due = gc.get_count()[2]
+        if (idle and due > self._saved[2]) or due > self.OLD_PASSES_DUE:
+            gc.collect()
+
+    def close(self) -> None:
+        cls = CollectorPolicy
+        with cls._lock:
+            if self.closed:
+                return
+            self.closed = True
+            cls._open -= 1
+            if cls._open == 0:
+                gc.set_threshold(*cls._saved)
+                gc.unfreeze()
+
+
+class PayloadTooLarge(Exception):
+    """Raised into the app by LlamaHTTP's receive() once a body without Content-Length passes PAYLOAD_MAX (the
+    413 has been sent by then; whatever the app answers after it is dropped)."""
+
+
+def _unlimited(path: str) -> bool:
+    # Ollama's blob uploads (POST /api/blobs/:digest) are model files: no payload limit there
+    return path.startswith("/api/blobs/")
+
+
+def _known_route(scope) -> bool:
+    """Whether a route of the app takes this method and path (cpp-httplib reads a body only for a route that
+    matched, server/httplib.cpp Server::dispatch_request; an unknown one answers its 404 unread)."""
+    app = scope.get("app")
+    routes = getattr(getattr(app, "router", None), "routes", None)
+    if routes is None:
+        return True
+    return any(route.matches(scope)[0] == Match.FULL for route in routes)
+
+
 class LlamaHTTP:
     """ASGI middleware: llama-server's pre-routing handler and cpp-httplib's default headers (see module doc).
-    `cfg` is the ServerConfig; `ready()` says whether the model is loaded (503 "Loading model" before)."""
+    `cfg` is the ServerConfig; `ready()` says whether the model is loaded (503 "Loading model" before);
+    `collector()` the app's CollectorPolicy (told of each request's begin and end), or None."""
 
-    def __init__(self, app, cfg, ready=lambda: True):
+    def __init__(self, app, cfg, ready=lambda: True, collector=lambda: None):
         self.app = app
         self.cfg = cfg
         self.ready = ready
+        self.collector = collector            # () -> the app's CollectorPolicy, or None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        policy = self.collector()
+        if policy is None:
+            await self.handle(scope, receive, send)
+            return
+        policy.begin()
+        try:
+            await self.handle(scope, receive, send)
+        finally:
+            policy.end()
+
+    async def handle(self, scope, receive, send):
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         extra: list[tuple[bytes, bytes]] = [(b"server", b"llama.cpp")]
         cfg = self.cfg
@@ -173,12 +314,6 @@ class LlamaHTTP:
                 (b"access-control-allow-methods", cfg.cors_methods.encode("latin-1")),
                 (b"access-control-allow-headers", cfg.cors_headers.encode("latin-1"))])
             return
-        length = headers.get("content-length")
-        # Ollama's blob uploads (POST /api/blobs/:digest) are model files: no payload limit there
-        if (length is not None and length.isdigit() and int(length) > PAYLOAD_MAX
-                and not scope["path"].startswith("/api/blobs/")):
-            await answer(413, b"", None)          # cpp-httplib: no body, no Content-Type
-            return
         if not self.ready():
             await answer(503, LOADING, JSON_TYPE)
             return
@@ -189,7 +324,43 @@ class LlamaHTTP:
             if key not in cfg.api_keys:
                 await answer(401, INVALID_KEY, JSON_TYPE)
                 return
-        await self.app(scope, receive, send_with_headers)
+        # the payload limit (cpp-httplib's read_content, httplib.cpp: CPPHTTPLIB_PAYLOAD_MAX_LENGTH, 413 with no
+        # body), after the pre-routing handler's 503 and 401 as there. cpp-httplib reads a declared length up to
+        # the limit before it refuses; bankml refuses from the header, before reading a byte of the body.
+        length = headers.get("content-length")
+        limited = not _unlimited(scope["path"])
+        if (limited and length is not None and length.isdigit() and int(length) > PAYLOAD_MAX
+                and _known_route(scope)):
+            await answer(413, b"", None)          # cpp-httplib: no body, no Content-Type
+            return
+        if not limited or length is not None:
+            await self.app(scope, receive, send_with_headers)
+            return
+        # no Content-Length (chunked): counted as it streams, cut past the limit (read_content_chunked)
+        state = {"read": 0, "refused": False, "started": False}
+
+        async def counted():
+            message = await receive()
+            if message["type"] == "http.request":
+                state["read"] += len(message.get("body", b""))
+                if state["read"] > PAYLOAD_MAX:
+                    if not state["started"]:
+                        await answer(413, b"", None)
+                    state["refused"] = True
+                    raise PayloadTooLarge()
+            return message
+
+        async def guarded_send(message):
+            if state["refused"]:
+                return                            # the 413 went out: the app's own answer is dropped
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send_with_headers(message)
+        try:
+            await self.app(scope, counted, guarded_send)
+        except Exception:
+            if not state["refused"]:
+                raise
 
 
 async def not_found(request, exc=None) -> Response:

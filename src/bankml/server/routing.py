@@ -121,7 +121,7 @@ class ModelScope:
         else:
             body, receive = await _buffer(receive)
             try:
-                parsed = nljson.loads(body)
+                parsed = await anyio.to_thread.run_sync(nljson.loads, body)     # off the event loop
             except nljson.JSONParseError as e:
                 await _answer(send, Refusal(500, str(e), "server_error"))
                 return

@@ -1033,9 +1033,24 @@ cdef class Core:
 
 
 cdef object _to_list(I32Buf *b):
-    a = array.array("i")
-    a.frombytes(PyBytes_FromStringAndSize(<const char *>b.data, b.n * sizeof(int32_t)))
-    return a.tolist()
+    # slice by slice, the GIL let go between them: the list of a prompt of millions of tokens is not built in
+    # one call that holds it (bankml-serve's event loop waits for it meanwhile)
+    cdef Py_ssize_t i = 0, k, step = 1 << 16
+    out = []
+    while i < b.n:
+        k = min(step, b.n - i)
+        a = array.array("i")
+        a.frombytes(PyBytes_FromStringAndSize(<const char *>(b.data + i), k * sizeof(int32_t)))
+        out.extend(a.tolist())
+        i += k
+        if i < b.n:
+            with nogil:
+                _yield_gil()
+    return out
+
+
+cdef void _yield_gil() noexcept nogil:
+    pass
 
 
 cdef _raise_for(int rc):

@@ -17,6 +17,10 @@ cancels the tasks. Stream: the first event decides: an error is a plain JSON ans
 stream in the family's framing (SSE: `data: <json>\\n\\n` per chunk, `data: [DONE]` for the OpenAI shapes; its
 keep-alive every --sse-ping-interval seconds while waiting); a client that goes away cancels the generation
 before its next token. This module knows no family's JSON; bankml.server.engine_api uses the same request step.
+
+The event loop only moves bytes and events: the body's parse and the request step (the chat template, the
+schema's grammar, tokenization) run on a worker thread (http.off_loop), and so do the final answer's JSON and
+every stream chunk that carries more than a token's text (probabilities, the final chunks).
 """
 
 from __future__ import annotations
@@ -26,14 +30,16 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import anyio
+
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ... import sampling
 from ...cxx import nljson
-from ..generation import CompletionTask, Error, Final
-from ..http import Refusal, json_response
+from ..generation import CompletionTask, Error, Final, Token
+from ..http import Refusal, json_response, off_loop
 from ..routing import context_of
 from .families import TABLE
 from .families.base import Family, Reply, completion_id
@@ -229,17 +235,18 @@ async def _run(request: Request, family: Family) -> Response:
 
     def begin():
         # server_res_spipe::set_req: an X-Conversation-Id opens (or replaces) the conversation's stream session
+        # (on the loop: prepare runs on a worker thread)
         if conv_id:
-            opened.append(streams.create_or_replace(conv_id))
+            opened.append(anyio.from_thread.run_sync(streams.create_or_replace, conv_id))
 
     def evict():
         # on_complete without a stream: the conversation's session is evicted (by its id, as llama-server does)
         if opened:
             streams.evict(conv_id)
 
+    raw = await request.body()
     try:
-        body = parse_body(await request.body())
-        prep = prepare(ctx, body, family, begin)
+        prep = await off_loop(lambda: prepare(ctx, parse_body(raw), family, begin))
     except Refusal as e:
         evict()
         _log(request, e.status, t0)
@@ -300,9 +307,10 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
             if isinstance(ev, Final):
                 finals[i] = ev
         state["stopped"] = True
-        bodies = [reply.final(i, finals[i]) for i in range(len(tasks))]
+        answer = await off_loop(lambda: json_response(reply.merge([reply.final(i, finals[i])
+                                                                   for i in range(len(tasks))])))
         _log(request, 200, t0, finals)
-        return json_response(reply.merge(bodies))
+        return answer
 
     # stream: the first event decides between a JSON error and the SSE stream
     first = await events.get()
@@ -313,6 +321,16 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
     framing = prep.family.framing
     keep_alive = framing.ping()
     ping = ctx.cfg.sse_ping_interval if keep_alive is not None else 0
+
+    def chunk_bytes(i, ev) -> list[bytes]:
+        return [framing.chunk(c) for c in reply.chunks(i, ev)]
+
+    async def wire_chunks(i, ev) -> list[bytes]:
+        # a token's text (a few hundred bytes) is framed on the loop; its probabilities and the final chunks
+        # (which may carry them all) on a worker thread
+        if isinstance(ev, Token) and ev.probs is None:
+            return chunk_bytes(i, ev)
+        return await off_loop(chunk_bytes, i, ev)
 
     async def gen():
         pending = [first]
@@ -331,8 +349,8 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
                 if isinstance(ev, Error):
                     yield framing.chunk(prep.family.refused(ev))
                     return
-                for c in reply.chunks(i, ev):
-                    yield framing.chunk(c)
+                for c in await wire_chunks(i, ev):
+                    yield c
                 if isinstance(ev, Final):
                     finals[i] = ev
                     n_final += 1

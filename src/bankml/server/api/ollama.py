@@ -3,7 +3,8 @@ in the order of server/routes.go's ChatHandler and GenerateHandler at v0.13.3, t
 bankml.server.ollama.prompt, the options of bankml.server.ollama.options, the answer of
 bankml.server.api.families.ollama); POST /api/embed and /api/embeddings are refused by name until embeddings
 exist. Every answer is computed by bankml's generation path (bankml.server.api.completion's prepare / make_tasks)
-exactly as llama-server answers the request's meaning."""
+exactly as llama-server answers the request's meaning. The body's bind, the prompt's rendering and tokenization
+and the answers' JSON run on a worker thread (bankml.server.http.off_loop), never on the event loop."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from starlette.routing import Route
 from .. import keep_alive as ka
 from ..context import slot_context
 from ..generation import Error, Final, Token
-from ..http import Refusal
+from ..http import Refusal, off_loop
 from ..ollama import gojson
 from ..ollama import options as oopts
 from ..ollama import prompt as oprompt
@@ -136,7 +137,7 @@ async def generate(request: Request) -> Response:
 async def _handle(request: Request, chat: bool) -> Response:
     t_start = time.monotonic_ns()
     try:
-        req = gojson.bind(await request.body(), "ChatRequest" if chat else "GenerateRequest")
+        req = await off_loop(gojson.bind, await request.body(), "ChatRequest" if chat else "GenerateRequest")
     except gojson.BindError as e:
         return _error(400, "missing request body" if e.eof else e.message)
     top = req.get("top_logprobs", 0)
@@ -243,86 +244,95 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
     from .families import OAI_CHAT, COMPLETION
     from .families.ollama import NDJSON, OllamaReply
 
-    tok = ctx.tokenizer
-    num_ctx = oopts.effective_ctx(opts, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train") else 0,
-                                  ctx.n_ctx_slot)
-    truncate = req.get("truncate", True)
-    fields = oopts.llama_fields(opts, num_ctx)
+    def build():
+        # everything before the tasks are posted, on a worker thread: the prompt's rendering (chat_prompt renders
+        # and tokenizes it once per message it tries), the format's grammar, the request step
+        tok = ctx.tokenizer
+        num_ctx = oopts.effective_ctx(opts, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train") else 0,
+                                      ctx.n_ctx_slot)
+        truncate = req.get("truncate", True)
+        fields = oopts.llama_fields(opts, num_ctx)
 
-    def render(msgs):
+        def render(msgs):
+            try:
+                return parse_chat_request({"messages": _oai(msgs)}, ctx.templates, ctx.chat_options).prompt
+            except ChatRequestError as e:
+                raise Answer(500, e.message) from None
+
+        def tokenize(s):
+            return tok.tokenize(s, False, True)
+
+        raw = bool(req.get("raw")) if not chat else False
+        if not chat and not raw and req.get("template"):
+            # routes.go:412 parses and runs a Go template; bankml renders the GGUF's chat template only
+            raise Answer(501, "a request template (Go template syntax) is not reproduced by bankml yet")
+        context = req.get("context") if not chat else None
+        if chat:
+            msgs = oprompt.chat_messages(m, _ollama_msgs(req.get("messages") or []))
+        else:
+            msgs = oprompt.generate_messages(m, req.get("system", ""), req.get("prompt", ""),
+                                             req.get("images") or [], context is not None)
+        use_chat = not raw and context is None
+        if not raw:
+            kept, n_images = oprompt.chat_prompt(msgs, render, tokenize, num_ctx, truncate)
+            prompt_text = render(kept)
+            if context is not None:
+                prompt_text = "".join(text_piece(tok, t) for t in context) + prompt_text
+        else:
+            kept, n_images = msgs, 0
+            prompt_text = req.get("prompt", "")
+        if req.get("_debug_render_only"):
+            d = _empty(chat, name, False, role="")      # routes.go:2076: a zero Message
+            dbg = {"rendered_template": prompt_text}
+            if n_images:
+                dbg["image_count"] = n_images
+            d["_debug_info"] = dbg
+            return _json(d), None
+        stream = req.get("stream", True)
         try:
-            return parse_chat_request({"messages": _oai(msgs)}, ctx.templates, ctx.chat_options).prompt
-        except ChatRequestError as e:
-            raise Answer(500, e.message) from None
+            # llm/server.go Completion reads the format: inside the handler's goroutine
+            fmt_fields = oopts.format_fields(req.get("format"), chat=use_chat)
+        except oopts.FormatError as e:
+            raise Answer(500, e.message, stream) from None
+        body = dict(fields)
+        body.update(fmt_fields)
+        body["stream"] = stream
+        logprobs = bool(req.get("logprobs"))
+        top = req.get("top_logprobs", 0)
+        if logprobs:
+            body["n_probs"] = max(top, 1)
+        if use_chat:
+            body["messages"] = _oai(kept)
+            family = OAI_CHAT
+        else:
+            body["prompt"] = prompt_text
+            family = COMPLETION
+        try:
+            prep = prepare(ctx, body, family)
+        except Refusal as e:
+            raise Answer(e.status, e.message, stream) from None
+        # the runner's truncation (runner.go:131), then the context of `-c num_ctx -np 1`
+        try:
+            prep.inputs[0] = oprompt.runner_truncate(prep.inputs[0], num_ctx, opts["num_keep"], truncate)
+        except oprompt.PromptError as e:
+            raise Answer(e.status, e.message, stream) from None
+        n_ctx_task = min(slot_context(num_ctx, 1, False, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train")
+                                      else num_ctx)[1], ctx.n_ctx_slot)
 
-    def tokenize(s):
-        return tok.tokenize(s, False, True)
+        def context_of(generated: str):
+            if raw:
+                return None
+            return tokenize(prompt_text + generated)
 
-    raw = bool(req.get("raw")) if not chat else False
-    if not chat and not raw and req.get("template"):
-        # routes.go:412 parses and runs a Go template; bankml renders the GGUF's chat template only
-        raise Answer(501, "a request template (Go template syntax) is not reproduced by bankml yet")
-    context = req.get("context") if not chat else None
-    if chat:
-        msgs = oprompt.chat_messages(m, _ollama_msgs(req.get("messages") or []))
-    else:
-        msgs = oprompt.generate_messages(m, req.get("system", ""), req.get("prompt", ""),
-                                         req.get("images") or [], context is not None)
-    use_chat = not raw and context is None
-    if not raw:
-        kept, n_images = oprompt.chat_prompt(msgs, render, tokenize, num_ctx, truncate)
-        prompt_text = render(kept)
-        if context is not None:
-            prompt_text = "".join(text_piece(tok, t) for t in context) + prompt_text
-    else:
-        kept, n_images = msgs, 0
-        prompt_text = req.get("prompt", "")
-    if req.get("_debug_render_only"):
+        reply = OllamaReply(chat, name, t_start, t_loaded, tok, fmt=prep.fmt, logprobs=logprobs, top_logprobs=top,
+                            context_of=context_of, parsed=use_chat)
+        return None, (prep, reply, stream, n_ctx_task)
+
+    shown, built = await off_loop(build)
+    if shown is not None:              # _debug_render_only
         release()
-        d = _empty(chat, name, False, role="")      # routes.go:2076: a zero Message
-        dbg = {"rendered_template": prompt_text}
-        if n_images:
-            dbg["image_count"] = n_images
-        d["_debug_info"] = dbg
-        return _json(d)
-    stream = req.get("stream", True)
-    try:
-        # llm/server.go Completion reads the format: inside the handler's goroutine
-        fmt_fields = oopts.format_fields(req.get("format"), chat=use_chat)
-    except oopts.FormatError as e:
-        raise Answer(500, e.message, stream) from None
-    body = dict(fields)
-    body.update(fmt_fields)
-    body["stream"] = stream
-    logprobs = bool(req.get("logprobs"))
-    top = req.get("top_logprobs", 0)
-    if logprobs:
-        body["n_probs"] = max(top, 1)
-    if use_chat:
-        body["messages"] = _oai(kept)
-        family = OAI_CHAT
-    else:
-        body["prompt"] = prompt_text
-        family = COMPLETION
-    try:
-        prep = prepare(ctx, body, family)
-    except Refusal as e:
-        raise Answer(e.status, e.message, stream) from None
-    # the runner's truncation (runner.go:131), then the context of `-c num_ctx -np 1`
-    try:
-        prep.inputs[0] = oprompt.runner_truncate(prep.inputs[0], num_ctx, opts["num_keep"], truncate)
-    except oprompt.PromptError as e:
-        raise Answer(e.status, e.message, stream) from None
-    n_ctx_task = min(slot_context(num_ctx, 1, False, ctx.meta.n_ctx_train if hasattr(ctx.meta, "n_ctx_train")
-                                  else num_ctx)[1], ctx.n_ctx_slot)
-
-    def context_of(generated: str):
-        if raw:
-            return None
-        return tokenize(prompt_text + generated)
-
-    reply = OllamaReply(chat, name, t_start, t_loaded, tok, fmt=prep.fmt, logprobs=logprobs, top_logprobs=top,
-                        context_of=context_of, parsed=use_chat)
+        return shown
+    prep, reply, stream, n_ctx_task = built
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
     tasks = make_tasks(ctx, prep, lambda i: (lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev)))
@@ -344,7 +354,7 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
                 if isinstance(ev, Error):
                     return _error(ev.status, ev.message)
                 if isinstance(ev, Final):
-                    return _json(reply.final(ev, gojson.go_time(), False))
+                    return await off_loop(lambda: _json(reply.final(ev, gojson.go_time(), False)))
         finally:
             cancel()
             release()
@@ -360,6 +370,13 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
             break
     framing = NDJSON(gojson.dumps)
 
+    def token_chunk(ev):
+        c = reply.chunk(ev, gojson.go_time())
+        return None if c is None else framing.chunk(c)
+
+    def final_chunk(ev):
+        return framing.chunk(reply.final(ev, gojson.go_time(), True))
+
     async def gen():
         ev = first
         try:
@@ -368,11 +385,12 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
                     yield framing.chunk({"error": ev.message})
                     return
                 if isinstance(ev, Token):
-                    c = reply.chunk(ev, gojson.go_time())
+                    # a chunk with log probabilities, and the final one, are built on a worker thread
+                    c = await off_loop(token_chunk, ev) if ev.probs is not None else token_chunk(ev)
                     if c is not None:
-                        yield framing.chunk(c)
+                        yield c
                 elif isinstance(ev, Final):
-                    yield framing.chunk(reply.final(ev, gojson.go_time(), True))
+                    yield await off_loop(final_chunk, ev)
                     return
                 ev = await events.get()
         finally:

@@ -7,13 +7,15 @@ the same validation errors; /apply-template returns `{"prompt": ...}`, input_tok
 
 The app provides `app.state.template` (bankml.chat.template.ChatTemplates), `app.state.tokenizer` (for input_tokens)
 and optionally `app.state.chat_options` (bankml.chat.request.ServerChatOptions, default: llama-server's with
-`--reasoning off`). `routes` is mounted by the server's app.
+`--reasoning off`). `routes` is mounted by the server's app. The parse, the template and the tokenizer run on a
+worker thread (starlette's run_in_threadpool), off the event loop.
 """
 
 from __future__ import annotations
 
 import json
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -38,37 +40,48 @@ def _error(e: ChatRequestError) -> Response:
     return _json(body, e.status)
 
 
-async def _chat_request(request: Request):
-    raw = await request.body()
+def _chat_request(raw: bytes, parse, templates, opt):
     try:
         body = json.loads(raw)
     except ValueError as e:
         # llama-server answers 500 with nlohmann's parse error text; the server's body parser reproduces it
-        parse = getattr(request.app.state, "parse_json_body", None)
         if parse is not None:
             return None, parse(raw)
         return None, _error(ChatRequestError(f"invalid JSON body: {e}", 500))
-    opt = chat_options_of(request) or ServerChatOptions()
     try:
-        return parse_chat_request(body, templates_of(request), opt), None
+        return parse_chat_request(body, templates, opt), None
     except ChatRequestError as e:
         return None, _error(e)
 
 
-async def apply_template(request: Request) -> Response:
-    req, err = await _chat_request(request)
-    if err is not None:
-        return err
+async def _answer(request: Request, answer) -> Response:
+    """answer(the chat request) -> the Response, with the body's parse and the chat step, on a worker thread."""
+    raw = await request.body()
+    parse = getattr(request.app.state, "parse_json_body", None)
+    templates, opt = templates_of(request), chat_options_of(request) or ServerChatOptions()
+    tok = tokenizer_of(request) if answer is _count else None
+
+    def run():
+        req, err = _chat_request(raw, parse, templates, opt)
+        return err if err is not None else answer(req, tok)
+    return await run_in_threadpool(run)
+
+
+def _prompt(req, tok) -> Response:
     return _json({"prompt": _safe(req.prompt)})
 
 
-async def input_tokens(request: Request) -> Response:
-    req, err = await _chat_request(request)
-    if err is not None:
-        return err
-    tok = tokenizer_of(request)
+def _count(req, tok) -> Response:
     n = len(tok.tokenize(req.prompt, add_special=True, parse_special=True))
     return _json({"input_tokens": n, "object": "response.input_tokens"})
+
+
+async def apply_template(request: Request) -> Response:
+    return await _answer(request, _prompt)
+
+
+async def input_tokens(request: Request) -> Response:
+    return await _answer(request, _count)
 
 
 routes = [

@@ -158,18 +158,22 @@ def server_error(message: str) -> Response:
     return _json_response({"error": {"code": 500, "message": message, "type": "server_error"}}, 500)
 
 
-async def _handle(request: Request, fn) -> Response:
-    raw = await request.body()
-    parse = getattr(request.app.state, "parse_json", None) or loads
+def _answer(parse, raw: bytes, tok, fn) -> Response:
     try:
         body = parse(raw)
     except JSONParseError as e:
         return server_error(str(e))
-    tok = tokenizer_of(request)
     try:
-        return _json_response(await run_in_threadpool(fn, tok, body))   # tokenize releases the GIL
+        return _json_response(fn(tok, body))
     except (_Refusal, NLError) as e:
         return server_error(str(e))
+
+
+async def _handle(request: Request, fn) -> Response:
+    raw = await request.body()
+    parse = getattr(request.app.state, "parse_json", None) or loads
+    # the parse, the tokenizer and the answer's JSON on a worker thread, off the event loop
+    return await run_in_threadpool(_answer, parse, raw, tokenizer_of(request), fn)
 
 
 async def tokenize(request: Request) -> Response:
