@@ -7,9 +7,11 @@ over fresh connections, and asserts the median and the worst of those polls: the
 within WORST (0.5 s). The worst bound is generous because on a busy 2-core machine (the suite runs beside other
 work) a thread may wait 100-250 ms for a core whatever the server does; it stays meaningful because each case is
 sized so that, before the event loop stopped parsing and serializing (docs/server.md, "Responsiveness"), /health
-stalled 1.5 s or more on an idle machine (longer on a busy one). The payload limit follows cpp-httplib's (vendor/cpp-httplib/httplib.cpp
-(b11192): CPPHTTPLIB_PAYLOAD_MAX_LENGTH, read_content: 413 with no body); bankml refuses a declared length before
-reading the body, and counts a chunked one as it streams.
+stalled 1 s or more on a quiet machine (1.6 s, 1.0 s and 1.6 s for the first three; longer on a busy one).
+
+The payload limit follows cpp-httplib's (vendor/cpp-httplib/httplib.cpp (b11192): CPPHTTPLIB_PAYLOAD_MAX_LENGTH,
+read_content: 413 with no body, after the route matched); bankml refuses a declared length before reading the
+body, and counts a chunked one as it streams (before, it read one whole, past the limit).
 """
 
 from __future__ import annotations
@@ -204,3 +206,64 @@ def test_chunked_body_cut_at_the_limit(server):
     assert head.startswith(b"http/1.1 413 ") and b"content-length: 0" in head, data[:300]
     assert sent <= PAYLOAD_MAX + (8 << 20) + (2 << 20)
     _check("chunked body", worst, lat)
+
+
+def test_the_limit_comes_after_the_api_key(smollm2_path):
+    # llama-server's pre-routing handler (server-http.cpp: CORS, server state, API key) runs before cpp-httplib
+    # reads the body: a wrong key is its 401 whatever the declared length; the right one meets the 413
+    argv = sr.server_argv(FLAGS + ["--api-key", "k1"], str(smollm2_path))
+    with sr.BankmlServe(argv) as srv:
+        for key, status in (("nope", b"401"), ("k1", b"413")):
+            with _open(srv.port, "POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                 f"Authorization: Bearer {key}\r\nContent-Length: {PAYLOAD_MAX + 1}\r\n\r\n") as s:
+                assert _read_all(s).startswith(b"HTTP/1.1 " + status + b" ")
+
+
+def test_dumps_is_nljson_dump_in_pieces():
+    # the answer's JSON built in pieces is nljson.dump's text, byte for byte (dump_safe included): seeded objects
+    # with long strings (sliced), escapes, invalid UTF-8 kept as surrogates, floats, nesting
+    import random
+
+    from bankml.cxx import nljson
+    from bankml.server import http
+
+    rng = random.Random(19)
+    leaves = [None, True, False, 0, -5, 1 << 63, 1.5, 1e300, 3.0, -0.0, "", 'a"\\\n\x01\x7f é😀', "\udcff x",
+              "\ud800 lone"]
+
+    def value(depth=0):
+        r = rng.random()
+        if depth > 3 or r < 0.35:
+            return rng.choice(leaves)
+        if r < 0.65:
+            return [value(depth + 1) for _ in range(rng.randint(0, 6))]
+        return {f"k{i}\"é": value(depth + 1) for i in range(rng.randint(0, 6))}
+
+    def whole(obj) -> bytes:
+        text = nljson.dump(obj)
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return http.safe_text(text).encode("utf-8")
+
+    for i in range(200):
+        obj = value()
+        if i % 10 == 0:      # a string past a piece: cut into slices
+            obj = {"content": rng.choice(leaves[-3:]) * (http.PIECE // 4) + "x" * rng.randint(0, 99), "x": obj}
+        assert http.dumps(obj) == whole(obj)
+
+
+def test_collector_policy_is_restored():
+    import gc
+
+    from bankml.server.http import CollectorPolicy
+    before = gc.get_threshold()
+    a, b = CollectorPolicy(), CollectorPolicy()
+    assert gc.get_threshold()[2] == CollectorPolicy.FROZEN_OLD and gc.get_freeze_count() > 0
+    a.begin()
+    a.end()
+    a.close()
+    assert gc.get_threshold()[2] == CollectorPolicy.FROZEN_OLD       # b still serves
+    b.close()
+    b.close()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
