@@ -135,7 +135,7 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         residency = _residency(cfg, ctx)
-        app.state.collector = CollectorPolicy()    # after the load: what it made is frozen
+        app.state.collector = CollectorPolicy()    # full collector passes only between requests
         try:
             app.state.ctx = ctx          # a given context (tests); else None: routes read the request's own
             app.state.residency = residency

@@ -180,12 +180,14 @@ def wire_name(name: bytes) -> bytes:
 
 
 class CollectorPolicy:
-    """The cyclic garbage collector while an app serves: what the load made is frozen (gc.freeze: out of every
-    pass), the young generations are collected as usual (their passes are short), the old one only when no
-    request is in flight (LlamaHTTP calls begin() / end() around each), or once OLD_PASSES_DUE young passes
-    piled up while requests never stopped. A full pass walks every live object with the GIL held: during a
-    request holding a large answer (a few million probability entries) Python's own policy froze the event loop
-    for up to a second. The first policy of a process sets this up, the last one's close() puts Python's back."""
+    """The cyclic garbage collector while an app serves: the young generations are collected as usual (their
+    passes are short), the old one (a full pass) only when no request is in flight (LlamaHTTP calls begin() /
+    end() around each), or once OLD_PASSES_DUE young passes piled up while requests never stopped. A full pass
+    walks every live object with the GIL held: during a request holding a large answer (a few million
+    probability entries) Python's own policy froze the event loop for up to a second. Nothing is frozen
+    (gc.freeze): a model closed on sleep or unload is freed by a full pass (its slots, caches and weights form
+    cycles; bankml.server.residency collects them). The first policy of a process sets this up, the last one's
+    close() puts Python's back."""
 
     #: the old generation's threshold while serving (Python's: 10 young passes), and how many young passes bring
     #: a full one even while requests are in flight
@@ -203,7 +205,6 @@ class CollectorPolicy:
         with cls._lock:
             if cls._open == 0:
                 cls._saved = gc.get_threshold()
-                gc.freeze()
                 gc.set_threshold(cls._saved[0], cls._saved[1], self.FROZEN_OLD)
             cls._open += 1
 
@@ -228,7 +229,6 @@ class CollectorPolicy:
             cls._open -= 1
             if cls._open == 0:
                 gc.set_threshold(*cls._saved)
-                gc.unfreeze()
 
 
 class PayloadTooLarge(Exception):

@@ -232,16 +232,25 @@ async def _run(request: Request, family: Family) -> Response:
     streams = request.app.state.streams
     conv_id = conv_id_from_headers(request.scope.get("headers", []))
     opened = []
+    # the request step runs on a worker thread: a conversation without a session gets it now, so that a reader
+    # who asks for it meanwhile finds it (before, the step ran on the loop and no reader came in between); one
+    # whose request is refused before its stream begins is evicted again
+    early = streams.create_or_replace(conv_id) if conv_id and streams.get(conv_id) is None else None
+
+    def open_session():
+        if early is not None and streams.get(conv_id) is early:
+            return early
+        return streams.create_or_replace(conv_id)
 
     def begin():
         # server_res_spipe::set_req: an X-Conversation-Id opens (or replaces) the conversation's stream session
-        # (on the loop: prepare runs on a worker thread)
+        # (on the loop)
         if conv_id:
-            opened.append(anyio.from_thread.run_sync(streams.create_or_replace, conv_id))
+            opened.append(anyio.from_thread.run_sync(open_session))
 
     def evict():
         # on_complete without a stream: the conversation's session is evicted (by its id, as llama-server does)
-        if opened:
+        if opened or (early is not None and streams.get(conv_id) is early):
             streams.evict(conv_id)
 
     raw = await request.body()
