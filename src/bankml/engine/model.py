@@ -250,9 +250,11 @@ class Model:
         """One llama_decode call: the tokens at positions pos .. pos+len-1 go through the graph in ubatches of
         n_ubatch (512), their K and V enter the cache, and the logits of the last token are computed (read them
         with logits()). pos must be the cache's n_past. Raises PositionMismatch, ContextFull, InvalidToken, or
-        ValueError for an empty call; the cache is unchanged when it raises. multi_stream: these tokens are one
-        sequence's share of a llama_decode whose ubatch holds several sequences' streams (llama-server's n > 1
-        choices in a non-unified cache); ggml then never takes the split-KV attention path, nor does this."""
+        ValueError for an empty call; the cache is unchanged when it raises. Raises ModelFileChanged when the file
+        was cut under its map while the pass ran: nothing it computed (logits, the cache's new cells) may be used,
+        and the model serves nothing more. multi_stream: these tokens are one sequence's share of a llama_decode
+        whose ubatch holds several sequences' streams (llama-server's n > 1 choices in a non-unified cache); ggml
+        then never takes the split-KV attention path, nor does this."""
         cache = cache or self.cache
         arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
@@ -268,6 +270,7 @@ class Model:
         if pos + arr.size > cache.n_ctx:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
         rc = self._fwd.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
+        self.check_file()               # the file cut under the map: these logits are garbage
         if rc == 2:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
         if rc != 0:
@@ -288,6 +291,11 @@ class Model:
         """float32[n_vocab]: the raw logits of the last decoded token. A view of the engine's buffer, valid until
         the next decode() (copy it to keep it)."""
         return self._fwd.logits_view()
+
+    def check_file(self) -> None:
+        """Raise ModelFileChanged when the file was cut under the map since it was opened (see decode)."""
+        if self._file is not None:
+            self._file.check_mapping()
 
     def truncate(self, n: int, cache: KVCache | None = None) -> None:
         """Drop every cached position >= n (llama_memory_seq_rm(seq, n, -1))."""
