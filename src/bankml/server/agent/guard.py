@@ -12,7 +12,7 @@ opens it. The rules, in this order:
    name, a name under `.localhost`, `.local` or `.internal`, an IP literal that is loopback, private (Go's
    IsPrivate), unspecified or one of this machine's, or (bankml) a `--host` name. A request that arrived on a
    non-loopback address is not checked, as Ollama does not check a non-loopback listener.
-2. Origin: when present it must be allowed by --cors-origins: given `*` anything, given `localhost` or not given
+2. Origin: when present (and not empty) it must be allowed by --cors-origins: given `*` anything, given `localhost` or not given
    at all (the default of both routes, whatever the server-wide CORS default) a localhost origin
    (`http` or `https` :// `localhost`, `127.0.0.1` or `[::1]`, any port: llama-server's origin_is_localhost,
    tools/server/server-http.cpp:74 (b11192)), otherwise one of the comma-separated origins (compared without
@@ -140,7 +140,7 @@ def _is_local_ip(ip) -> bool:
 # ---------------------------------------------------------------- Origin and Sec-Fetch-Site
 
 def _origin_refusal(request: Request, cfg) -> str | None:
-    origins = _values(request, b"origin")
+    origins = [o for o in _values(request, b"origin") if o.strip()]     # empty: none (llama-server's reading)
     for origin in origins:
         if not origin_allowed(origin, cfg):
             allowed = ("localhost origins only, the default with --tools or --ui-mcp-proxy"
