@@ -8,7 +8,7 @@ connection; it answers None (go on) or a 403 in llama-server's error shape namin
 opens it. The rules, in this order:
 
 1. Host (on a loopback connection only): Ollama v0.13.3's allowedHostsMiddleware / allowedHost
-   (server/routes.go): the Host header's name (port dropped) must be empty, `localhost`, the machine's host
+   (server/routes.go:1423 / :1396, isLocalIP :1375): the Host header's name (port dropped) must be empty, `localhost`, the machine's host
    name, a name under `.localhost`, `.local` or `.internal`, an IP literal that is loopback, private (Go's
    IsPrivate), unspecified or one of this machine's, or (bankml) a `--host` name. A request that arrived on a
    non-loopback address is not checked, as Ollama does not check a non-loopback listener.
@@ -16,7 +16,7 @@ opens it. The rules, in this order:
    at all (the default of both routes, whatever the server-wide CORS default) a localhost origin
    (`http` or `https` :// `localhost`, `127.0.0.1` or `[::1]`, any port: llama-server's origin_is_localhost,
    tools/server/server-http.cpp:74 (b11192)), otherwise one of the comma-separated origins (compared without
-   case and trailing slash). Ollama refuses a disallowed Origin with 403 too (gin-contrib/cors applyCors).
+   case and trailing slash). Ollama refuses a disallowed Origin with 403 too (gin-contrib/cors v1.7.2 config.go applyCors).
 3. Sec-Fetch-Site: a request without Origin that the browser marks `cross-site` (an <img> or <script src>
    from another site: no-cors GETs carry no Origin) is refused unless --cors-origins is `*`.
 4. Content type (POST /tools with a body): `application/json` only, so a call is never a CORS "simple" request
