@@ -29,9 +29,9 @@ from proxy_target import Target
 EVIL = "http://evil.example"
 
 
-def raw_request(port: int, method: str, path: str, headers: dict, body: bytes = b"") -> tuple[int, dict, bytes]:
+def raw_exchange(port: int, method: str, path: str, headers: dict, body: bytes = b"") -> tuple[int, list, bytes]:
     """One HTTP/1.1 request with exactly these headers (Host included: a browser after DNS rebinding sends the
-    attacker's name); the status, headers (lower-case names) and body."""
+    attacker's name); the status, the header lines [(lower-case name, value)] in order, and the body."""
     head = f"{method} {path} HTTP/1.1\r\nConnection: close\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     if body:
         head += f"Content-Length: {len(body)}\r\n"
@@ -41,7 +41,13 @@ def raw_request(port: int, method: str, path: str, headers: dict, body: bytes = 
         while chunk := s.recv(1 << 16):
             data += chunk
     status, hs, payload = sr.parse_http(bytes(data))
-    return status, {k.lower(): v for k, v in hs}, payload
+    return status, [(k.lower(), v) for k, v in hs], payload
+
+
+def raw_request(port: int, method: str, path: str, headers: dict, body: bytes = b"") -> tuple[int, dict, bytes]:
+    """raw_exchange with the headers as a dict."""
+    status, hs, payload = raw_exchange(port, method, path, headers, body)
+    return status, dict(hs), payload
 
 
 def shell_call(marker) -> bytes:
@@ -151,6 +157,23 @@ def test_finding6_the_proxy_still_serves_local_pages_and_reflects_no_target_cors
     status, _, body = raw_request(srv.port, "GET", f"/cors-proxy?url=http://{target.authority}/plain",
                                   {"Host": f"localhost:{srv.port}"})
     assert (status, body) == (200, b"ok") and len(target.take()) == 1
+
+
+
+def test_finding6_the_refusal_reflects_no_origin(proxy_server):
+    # the guard's 403 went out through llama-server's CORS layer, which at its default (`*` with credentials)
+    # reflected the refused Origin on it; a preflight from that Origin was answered with it too
+    srv, target = proxy_server
+    url = f"/cors-proxy?url=http://{target.authority}/plain"
+    status, headers, _ = raw_request(srv.port, "GET", url, {"Host": f"127.0.0.1:{srv.port}", "Origin": EVIL})
+    assert status == 403 and "access-control-allow-origin" not in headers
+    status, headers, _ = raw_request(srv.port, "OPTIONS", url, {
+        "Host": f"127.0.0.1:{srv.port}", "Origin": EVIL, "Access-Control-Request-Method": "GET"})
+    assert status == 200 and "access-control-allow-origin" not in headers
+    # the rest of the server keeps llama-server's CORS
+    status, headers, _ = raw_request(srv.port, "GET", "/health", {"Host": f"127.0.0.1:{srv.port}", "Origin": EVIL})
+    assert status == 200 and headers["access-control-allow-origin"] == EVIL
+    assert target.take() == []
 
 
 # ---------------------------------------------------------------- the rules, in-process
@@ -284,3 +307,32 @@ def test_agent_open_is_a_flag_in_the_help():
     from bankml.server.flags import HELP
     assert "--agent-open" in HELP
     assert parse_flags(["--agent-open"]).agent_open and not parse_flags([]).agent_open
+
+
+def test_llama_servers_cors_never_reflects_an_origin_the_guard_refuses(tmp_path):
+    from bankml.server.agent import cors_proxy, tools
+    from bankml.server.http import LlamaHTTP
+
+    def served(*flags: str) -> TestClient:
+        app = Starlette(routes=tools.routes + cors_proxy.routes)
+        app.state.cfg = cfg = parse_flags(list(flags))
+        app.add_middleware(LlamaHTTP, cfg=cfg)
+        return TestClient(app, base_url="http://127.0.0.1:8080")
+
+    def acao(r):
+        return r.headers.get("access-control-allow-origin")
+    c = served("--ui-mcp-proxy", "--tools", "all", "--cors-origins", "*", "--no-cors-credentials")
+    assert acao(c.get(UNREACHABLE, headers={"origin": EVIL})) == "*"          # "*" allows any: no reflection
+    for flags, paths in ((("--ui-mcp-proxy",), (UNREACHABLE,)),
+                         (("--agent", "--cors-origins", "https://a.example"), ("/tools", UNREACHABLE))):
+        c = served(*flags)
+        for path in paths:
+            for method in ("GET", "OPTIONS"):
+                r = c.request(method, path, headers={"origin": EVIL})
+                assert r.status_code == (200 if method == "OPTIONS" else 403) and acao(r) is None, (flags, path)
+        r = c.get(UNREACHABLE, headers={"origin": "http://localhost:5173" if len(flags) == 1 else "https://a.example"})
+        assert r.status_code == 500 and acao(r) == ("http://localhost:5173" if len(flags) == 1 else "https://a.example")
+    # --agent-open: llama-server's behaviour, the Origin reflected; a disabled route is llama-server's answer too
+    assert acao(served("--ui-mcp-proxy", "--agent-open").get(UNREACHABLE, headers={"origin": EVIL})) == EVIL
+    assert acao(served().get(UNREACHABLE, headers={"origin": EVIL})) == EVIL
+    assert acao(served("--ui-mcp-proxy").get("/tools", headers={"origin": EVIL})) == EVIL
