@@ -41,10 +41,11 @@ def cors_of(headers: list) -> list:
 
 
 def preflight_lines(origin: str) -> list:
-    # gin-contrib/cors cors.go applyCors + handlePreflight: the preflight headers, then the Origin
+    # gin-contrib/cors cors.go applyCors + handlePreflight: the preflight headers and the Origin, in the order Go
+    # writes them (sorted by name)
     return [("access-control-allow-headers", ALLOW_HEADERS), ("access-control-allow-methods", ALLOW_METHODS),
-            ("access-control-max-age", "43200"), ("vary", "Origin"), ("vary", "Access-Control-Request-Method"),
-            ("vary", "Access-Control-Request-Headers"), ("access-control-allow-origin", origin)]
+            ("access-control-allow-origin", origin), ("access-control-max-age", "43200"), ("vary", "Origin"),
+            ("vary", "Access-Control-Request-Method"), ("vary", "Access-Control-Request-Headers")]
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +142,7 @@ def test_ollama_origins_allows_one(server):
             b'{"model":"%s"}' % osv.MODEL.encode())
         assert status == 200 and b'"modelfile"' in body
         # cors.go handleNormal (Vary: Origin) and the Origin itself; never credentials
-        assert cors_of(headers) == [("vary", "Origin"), ("access-control-allow-origin", APP)]
+        assert cors_of(headers) == [("access-control-allow-origin", APP), ("vary", "Origin")]
         for other in ("https://app.example.evil", "http://app.example", "https://APP.example"):
             assert exchange(port, "GET", "/api/version", {"Host": "localhost", "Origin": other})[0] == 403, other
 
@@ -156,7 +157,7 @@ def test_the_local_origins_are_allowed(server):
             status, headers, body = exchange(port, "GET", "/api/version", {
                 "Host": f"127.0.0.1:{port}", "Origin": origin})
             assert (status, body) == (200, b'{"version":"0.13.3"}'), origin
-            assert cors_of(headers) == [("vary", "Origin"), ("access-control-allow-origin", origin)], origin
+            assert cors_of(headers) == [("access-control-allow-origin", origin), ("vary", "Origin")], origin
         # not in Ollama's list: [::1], browser extensions (AllowBrowserExtensions only lets the list name them),
         # "null" (a sandboxed page), another scheme, a name that only starts like localhost
         for origin in ("http://[::1]:3000", "chrome-extension://abcdef", "null", "ftp://localhost",

@@ -24,6 +24,11 @@ opens it. The rules, in this order:
 
 `--agent-open` (bankml's flag, ServerConfig.agent_open) turns the guard off: llama-server's behaviour.
 
+`withholds_cors(scope, cfg)` tells llama-server's CORS layer (bankml.server.http.LlamaHTTP) to leave its headers
+off an answer of these routes whose Origin the guard refuses: at its default it would reflect that Origin on the
+403 and on a preflight. `ip_allowed` and `name_allowed` are Ollama's Host rule itself, which
+bankml.server.ollama.cors applies on Ollama's routes over Go's reading of the Host.
+
 It knows the request's headers, the address it arrived on (scope["server"]) and ServerConfig's CORS and host
 fields; it must not know what the routes do with the request.
 """
@@ -68,7 +73,7 @@ def refusal(request: Request, route: str) -> Response | None:
 def _host_refusal(request: Request, cfg) -> str | None:
     if not loopback_connection(request.scope):
         return None
-    values = _values(request, b"host")
+    values = _values(request.scope, b"host")
     for value in values or [""]:
         if not host_allowed(value, cfg):
             return (f"the Host \"{value}\" is not a name of this machine (a page whose name points at a loopback "
@@ -81,7 +86,7 @@ def loopback_connection(scope) -> bool:
     server = scope.get("server")
     if not server:
         return False
-    ip = _ip(str(server[0]))
+    ip = parse_ip(str(server[0]))
     return ip is not None and ip.is_loopback
 
 
@@ -102,22 +107,35 @@ def host_name(value: str) -> str:
 
 
 def host_allowed(value: str, cfg) -> bool:
-    """Ollama's rule for the Host of a request on a loopback listener (see the module doc)."""
+    """The guard's rule for the Host of a request on a loopback connection: Ollama's (ip_allowed, name_allowed)
+    over host_name's reading, or a --host name (see the module doc)."""
     name = host_name(value)
-    ip = _ip(name)
+    ip = parse_ip(name)
     if ip is not None:
-        return ip.is_loopback or ip.is_unspecified or any(ip in n for n in PRIVATE_NETS) or _is_local_ip(ip)
+        return ip_allowed(ip)
+    return name_allowed(name) or name in {h.strip().lower() for h in cfg.hostnames}
+
+
+def ip_allowed(ip) -> bool:
+    """Ollama's allowedHostsMiddleware on a Host that is an IP literal (server/routes.go:1441, v0.13.3):
+    loopback, private, unspecified or one of this machine's."""
+    return ip.is_loopback or ip.is_unspecified or any(ip in n for n in PRIVATE_NETS) or _is_local_ip(ip)
+
+
+def name_allowed(name: str) -> bool:
+    """Ollama's allowedHost (server/routes.go:1396, v0.13.3): empty, `localhost`, this machine's host name, or a
+    name under .localhost, .local or .internal (compared without case)."""
+    name = name.lower()
     if name in ("", "localhost") or name.endswith(LOCAL_SUFFIXES):
         return True
     try:
-        if name == socket.gethostname().lower():
-            return True
+        return name == socket.gethostname().lower()
     except OSError:
-        pass
-    return name in {h.strip().lower() for h in cfg.hostnames}
+        return False
 
 
-def _ip(text: str):
+def parse_ip(text: str):
+    """An IP literal as an ipaddress object (an IPv4-mapped IPv6 one as its IPv4 address), else None."""
     try:
         ip = ipaddress.ip_address(text)
     except ValueError:
@@ -140,17 +158,34 @@ def _is_local_ip(ip) -> bool:
 # ---------------------------------------------------------------- Origin and Sec-Fetch-Site
 
 def _origin_refusal(request: Request, cfg) -> str | None:
-    origins = [o for o in _values(request, b"origin") if o.strip()]     # empty: none (llama-server's reading)
+    origins = _origins(request.scope)
     for origin in origins:
         if not origin_allowed(origin, cfg):
             allowed = ("localhost origins only, the default with --tools or --ui-mcp-proxy"
                        if not cfg.cors_origins_explicit else f"\"{cfg.cors_origins}\"")
             return (f"the request's Origin \"{origin}\" is not allowed by --cors-origins ({allowed}); name it in "
                     "--cors-origins to allow it; " + _OPEN)
-    if not origins and _values(request, b"sec-fetch-site")[:1] == ["cross-site"] and not _any_origin(cfg):
+    if not origins and _values(request.scope, b"sec-fetch-site")[:1] == ["cross-site"] and not _any_origin(cfg):
         return ("a cross-site request without Origin (Sec-Fetch-Site: cross-site, e.g. an <img> or <script> of "
                 "another site); --cors-origins \"*\" allows it; " + _OPEN)
     return None
+
+
+def _origins(scope) -> list[str]:
+    return [o for o in _values(scope, b"origin") if o.strip()]     # empty: none (llama-server's reading)
+
+
+def withholds_cors(scope, cfg) -> bool:
+    """Whether llama-server's CORS layer (bankml.server.http.LlamaHTTP) must leave its headers off this answer:
+    a request to /tools or /cors-proxy, the route's feature on and the guard on, with an Origin the guard does not
+    allow. That layer reflects any Origin at its default (`*` with credentials); on these routes it never
+    reflects one the guard refuses, neither on the 403 nor on a preflight (issue 19: "never reflect an arbitrary
+    Origin on the proxy")."""
+    path = scope.get("path")
+    on = bool(cfg.server_tools) if path == "/tools" else path == "/cors-proxy" and cfg.ui_mcp_proxy
+    if not on or getattr(cfg, "agent_open", False):
+        return False
+    return any(not origin_allowed(origin, cfg) for origin in _origins(scope))
 
 
 def _any_origin(cfg) -> bool:
@@ -186,5 +221,5 @@ def _content_type_refusal(request: Request) -> str | None:
             "(a CORS preflight) before it sends one; " + _OPEN)
 
 
-def _values(request: Request, name: bytes) -> list[str]:
-    return [v.decode("latin-1") for k, v in request.scope.get("headers", []) if k.lower() == name]
+def _values(scope, name: bytes) -> list[str]:
+    return [v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == name]
