@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..agent import guard
+from ..cli import _split_host_port          # Go's net.SplitHostPort, as envconfig.Host reads OLLAMA_HOST
 from ..routing import is_ollama
 
 log = logging.getLogger("bankml.server")
@@ -188,7 +189,6 @@ def _first(scope, name: bytes) -> str:
 
 def _host_of(host: str) -> str:
     """allowedHostsMiddleware's host: net.SplitHostPort's, or the whole Host when Go reports an error."""
-    from ..cli import _split_host_port
     name, _ = _split_host_port(host)
     return host if name is None else name
 
