@@ -4,7 +4,7 @@ docs/ollama.md, "Browser and Host rules"; docs/security.md).
 Before, bankml's Ollama routes answered under llama-server's CORS (default `*` with credentials: any Origin
 reflected, every preflight 200) and no Host check, so a page on any site could delete, copy or create models
 and upload blobs. Ollama v0.13.3 (server/routes.go:1462 GenerateRoutes) puts gin-contrib/cors v1.7.2 (its
-AllowOrigins: envconfig.AllowedOrigins, config.go:62) and allowedHostsMiddleware (routes.go:1423) in front of
+AllowOrigins: envconfig.AllowedOrigins, envconfig/config.go:60) and allowedHostsMiddleware (routes.go:1423) in front of
 every route; bankml now does the same on both its listeners.
 
 The attacker's cases run over real HTTP on a bankml-serve subprocess that also listens on Ollama's address
@@ -32,7 +32,7 @@ ALLOW_HEADERS = ("Authorization,Content-Type,User-Agent,Accept,X-Requested-With,
                  "X-Stainless-Async,X-Stainless-Custom-Poll-Interval,X-Stainless-Helper-Method,X-Stainless-Lang,"
                  "X-Stainless-Os,X-Stainless-Package-Version,X-Stainless-Poll-Helper,X-Stainless-Retry-Count,"
                  "X-Stainless-Runtime,X-Stainless-Runtime-Version,X-Stainless-Timeout")
-ALLOW_METHODS = "GET,POST,PUT,PATCH,DELETE,HEAD,OPTIONS"      # cors.DefaultConfig (config.go:170)
+ALLOW_METHODS = "GET,POST,PUT,PATCH,DELETE,HEAD,OPTIONS"      # cors.DefaultConfig (cors.go:176)
 
 
 def cors_of(headers: list) -> list:
@@ -41,7 +41,7 @@ def cors_of(headers: list) -> list:
 
 
 def preflight_lines(origin: str) -> list:
-    # gin-contrib/cors cors.go applyCors + handlePreflight: the preflight headers and the Origin, in the order Go
+    # gin-contrib/cors config.go:70 applyCors + handlePreflight: the preflight headers and the Origin, in the order Go
     # writes them (sorted by name)
     return [("access-control-allow-headers", ALLOW_HEADERS), ("access-control-allow-methods", ALLOW_METHODS),
             ("access-control-allow-origin", origin), ("access-control-max-age", "43200"), ("vary", "Origin"),
@@ -75,7 +75,7 @@ def test_a_cross_site_delete_leaves_the_model_there(server):
                                                     "stream": False})
     assert (r.status, r.json()) == (200, {"status": "success"})
     for port in ports(server):
-        # routes.go:1492 cors.New: a disallowed Origin is AbortWithStatus(403) (cors.go applyCors): no body
+        # routes.go:1492 cors.New: a disallowed Origin is AbortWithStatus(403) (config.go:85 applyCors): no body
         status, headers, body = exchange(port, "DELETE", "/api/delete", {
             "Host": f"127.0.0.1:{port}", "Origin": EVIL, "Content-Type": "application/json"},
             b'{"model":"victim"}')
@@ -107,7 +107,7 @@ def test_an_allowed_preflight_gets_ollamas_answer(server):
         for origin in ("http://localhost:5173", APP):
             status, headers, body = exchange(port, "OPTIONS", "/api/delete", {
                 "Host": f"127.0.0.1:{port}", "Origin": origin, "Access-Control-Request-Method": "DELETE"})
-            # cors.go applyCors: the preflight is answered at once (OptionsResponseStatusCode 204), no body
+            # config.go:90 applyCors: the preflight is answered at once (OptionsResponseStatusCode 204), no body
             assert (status, body) == (204, b""), (port, origin)
             assert cors_of(headers) == preflight_lines(origin)
             assert "content-length" not in dict(headers) and "access-control-allow-credentials" not in dict(headers)
@@ -116,7 +116,7 @@ def test_an_allowed_preflight_gets_ollamas_answer(server):
 def test_a_foreign_host_on_a_loopback_listener(server):
     for port in ports(server):
         # DNS rebinding: evil.example resolves to 127.0.0.1; no Origin (a GET), or the page's own origin, which
-        # gin-contrib/cors lets through as same-origin; allowedHostsMiddleware refuses the Host (routes.go:1454)
+        # gin-contrib/cors lets through as same-origin; allowedHostsMiddleware refuses the Host (routes.go:1457)
         for extra in ({}, {"Origin": f"http://evil.example:{port}"}):
             status, headers, body = exchange(port, "GET", "/api/tags", {"Host": f"evil.example:{port}"} | extra)
             assert (status, body, cors_of(headers)) == (403, b"", []), (port, extra)
@@ -125,7 +125,7 @@ def test_a_foreign_host_on_a_loopback_listener(server):
                 b'{"source":"%s","destination":"stolen"}' % osv.MODEL.encode())
             assert (status, body) == (403, b"")
         assert "stolen:latest" not in model_names(port)
-        # the machine's names pass; an OPTIONS from one is answered 204 at once (routes.go:1448), from an IP it
+        # the machine's names pass; an OPTIONS from one is answered 204 at once (routes.go:1449), from an IP it
         # goes on to gin's router (405: no OPTIONS route)
         for host in ("localhost", f"localhost:{port}", "app.localhost", socket.gethostname(), "[::1]:1",
                      "192.168.1.9", "0.0.0.0:1"):
@@ -141,7 +141,7 @@ def test_ollama_origins_allows_one(server):
             "Host": f"127.0.0.1:{port}", "Origin": APP, "Content-Type": "application/json"},
             b'{"model":"%s"}' % osv.MODEL.encode())
         assert status == 200 and b'"modelfile"' in body
-        # cors.go handleNormal (Vary: Origin) and the Origin itself; never credentials
+        # config.go applyCors, handleNormal (Vary: Origin) and the Origin itself; never credentials
         assert cors_of(headers) == [("access-control-allow-origin", APP), ("vary", "Origin")]
         for other in ("https://app.example.evil", "http://app.example", "https://APP.example"):
             assert exchange(port, "GET", "/api/version", {"Host": "localhost", "Origin": other})[0] == 403, other
@@ -210,7 +210,7 @@ def status_of(c: TestClient, origin: str | None, method: str = "GET", **headers)
 def test_ollama_origins_reading(monkeypatch):
     c = app_client()
     # envconfig.Var trims blanks and quotes; the list is split on commas; gin-contrib/cors compares the plain
-    # ones trimmed and lower-cased (utils.go normalize) but reads its wildcards as written (config.go
+    # ones trimmed and lower-cased (utils.go normalize) but reads its wildcards as written (cors.go
     # parseWildcardRules), so a wildcard after ", " never matches
     monkeypatch.setenv("OLLAMA_ORIGINS", "'https://A.example,http://*.corp.example, http://*.y'")
     for origin in ("https://a.example", "http://app.corp.example", "http://.corp.example"):
@@ -224,7 +224,7 @@ def test_ollama_origins_reading(monkeypatch):
 
 
 def test_ollama_origins_star(monkeypatch):
-    # "*" in the list: AllowAllOrigins (cors.go newCors): `Access-Control-Allow-Origin: *`, no Vary, no echo
+    # "*" in the list: AllowAllOrigins (config.go:42 newCors): `Access-Control-Allow-Origin: *`, no Vary, no echo
     monkeypatch.setenv("OLLAMA_ORIGINS", "*")
     c = app_client()
     r = c.get("/api/version", headers={"origin": EVIL})
@@ -235,7 +235,7 @@ def test_ollama_origins_star(monkeypatch):
 
 
 def test_a_bad_ollama_origins_refuses_every_cross_origin_request(monkeypatch, caplog):
-    # Ollama panics at startup on an entry without a scheme or with two wildcards (config.go Validate,
+    # Ollama panics at startup on an entry without a scheme or with two wildcards (cors.go Validate,
     # parseWildcardRules); bankml serves its other routes and refuses every Origin on Ollama's, saying why
     from bankml.server.ollama import cors
     for value, why in (("app.example", "bad origin: origins must contain '*' or include http://,https://,"

@@ -4,9 +4,9 @@ on every listener, in place of llama-server's CORS (docs/ollama.md, "Browser and
 Ollama's GenerateRoutes (server/routes.go:1462) runs two middlewares before every route, in this order; bankml's
 `verdict(scope)` answers what they answer:
 
-1. gin-contrib/cors v1.7.2 (cors.go applyCors) over Ollama's config: cors.DefaultConfig's methods, Ollama's
+1. gin-contrib/cors v1.7.2 (config.go:70 applyCors) over Ollama's config: cors.DefaultConfig's methods, Ollama's
    AllowHeaders (routes.go:1465), AllowWildcard, AllowBrowserExtensions, and envconfig.AllowedOrigins
-   (config.go:62): $OLLAMA_ORIGINS split on commas, then http(s)://localhost, 127.0.0.1 and 0.0.0.0 with or
+   (envconfig/config.go:60): $OLLAMA_ORIGINS split on commas, then http(s)://localhost, 127.0.0.1 and 0.0.0.0 with or
    without `:*`, and app://*, file://*, tauri://*, vscode-webview://*, vscode-file://*.
    - no Origin (or an empty one), or an Origin equal to `http://` or `https://` + the Host header: not a CORS
      request, nothing added;
@@ -48,7 +48,7 @@ log = logging.getLogger("bankml.server")
 #: ExtensionSchemas since Ollama sets AllowBrowserExtensions)
 SCHEMAS = ("http://", "https://", "chrome-extension://", "safari-extension://", "moz-extension://",
            "ms-browser-extension://")
-#: envconfig.AllowedOrigins' own entries after $OLLAMA_ORIGINS (config.go:67)
+#: envconfig.AllowedOrigins' own entries after $OLLAMA_ORIGINS (envconfig/config.go:65)
 DEFAULT_ORIGINS = tuple(f"{scheme}://{host}{port}" for host in ("localhost", "127.0.0.1", "0.0.0.0")
                         for port, scheme in (("", "http"), ("", "https"), (":*", "http"), (":*", "https"))) + (
     "app://*", "file://*", "tauri://*", "vscode-webview://*", "vscode-file://*")
@@ -66,8 +66,8 @@ MAX_AGE = b"43200"
 
 
 class Origins:
-    """The origins Ollama's cors middleware allows, from the AllowOrigins list as written (config.go Validate,
-    parseWildcardRules; cors.go newCors, validateOrigin, validateWildcardOrigin)."""
+    """The origins Ollama's cors middleware allows, from the AllowOrigins list as written (cors.go:117 Validate,
+    :143 parseWildcardRules; config.go:42 newCors, :125 validateOrigin, :101 validateWildcardOrigin)."""
 
     def __init__(self, entries: list[str]):
         for entry in entries:
