@@ -2,7 +2,7 @@
 
     geom = Geometry.of(cache, n_stream=1, stream=0, seq_id=0)  # the KV layout of the slot's cache
     data, n_written = encode(tokens, cache.save(), geom)      # the file's bytes; n_written: llama-server's count
-    f = parse(data, geom)                                     # SlotFile(tokens, state, n_read, checked) or SlotFileError
+    f = parse(data, geom)             # SlotFile(tokens, state, n_read, checked), or it raises SlotFileError
 
 Owns: the layout llama_state_seq_save_file writes (src/llama-context.cpp:3326, b11192) and the structural checks
 its reader makes (llama-context.cpp:3272, src/llama-kv-cache.cpp:2125 state_read .. 2640 state_read_data), the
@@ -130,8 +130,8 @@ class _Reader:
 
     def take(self, n: int, what: str) -> memoryview:
         if n < 0 or n > self.end - self.pos:
-            raise SlotFileError(f"the file ends inside the {what} (byte {self.pos}: {n} bytes needed, "
-                                f"{self.end - self.pos} left)")
+            raise SlotFileError(f"invalid slot save file: the file ends inside the {what} (byte {self.pos}: "
+                                f"{n} bytes needed, {self.end - self.pos} left)")
         out = self.mv[self.pos:self.pos + n]
         self.pos += n
         return out
