@@ -12,14 +12,10 @@ as a fresh slot does.
 from __future__ import annotations
 
 import random
-import socket
-import struct
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
+from server_replay import BankmlServe
 
 from bankml.server import slotfile
 
@@ -33,26 +29,10 @@ SPOT_EVERY = 25
 @pytest.fixture(scope="module")
 def server(smollm2_path, tmp_path_factory):
     slots = tmp_path_factory.mktemp("fuzz-slots")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "bankml.server.cli", "-m", str(smollm2_path), "-c", "512", "-np",
-                          "1", "--cache-ram", "0", "--port", str(port), "--slot-save-path", str(slots)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    with httpx.Client(base_url=base, timeout=120) as c:
-        for _ in range(600):
-            try:
-                if c.get("/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if p.poll() is not None:
-                pytest.fail(p.stderr.read())
-            time.sleep(0.1)
-        yield p, c, slots
-    p.kill()
-    p.wait()
+    with BankmlServe(["-m", str(smollm2_path), "-c", "512", "-np", "1", "--cache-ram", "0", "--slot-save-path",
+                      str(slots)]) as s:
+        with httpx.Client(base_url=f"http://127.0.0.1:{s.port}", timeout=120) as c:
+            yield s.proc, c, slots
 
 
 def _fields(data: bytes) -> list[tuple[int, int]]:

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 
 import httpx
 import pytest
+from server_replay import BankmlServe
 
 from bankml.server import slotfile
 
@@ -28,25 +25,10 @@ pytestmark = pytest.mark.slow
 PROMPT = {"prompt": "The capital of France is", "n_predict": 8, "temperature": 0}
 
 
-def _start(model, slots):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "bankml.server.cli", "-m", str(model), "-c", "4096", "-np", "1",
-                          "--cache-ram", "0", "--port", str(port), "--slot-save-path", str(slots)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return p, base
-        except httpx.HTTPError:
-            pass
-        if p.poll() is not None:
-            pytest.fail(p.stderr.read())
-        time.sleep(0.1)
-    p.kill()
-    pytest.fail("bankml-serve did not come up")
+def _start(model, slots) -> tuple[BankmlServe, str]:
+    s = BankmlServe(["-m", str(model), "-c", "4096", "-np", "1", "--cache-ram", "0", "--slot-save-path", str(slots)])
+    s.__enter__()
+    return s, f"http://127.0.0.1:{s.port}"
 
 
 def _temporaries(slots) -> list[str]:
@@ -56,7 +38,8 @@ def _temporaries(slots) -> list[str]:
 def test_kill_during_a_save_keeps_the_previous_file(smollm2_path, tmp_path):
     slots = tmp_path / "slots"
     slots.mkdir()
-    p, base = _start(smollm2_path, slots)
+    s, base = _start(smollm2_path, slots)
+    p = s.proc
     try:
         assert httpx.post(base + "/completion", json=PROMPT, timeout=120).status_code == 200
         first = httpx.post(base + "/slots/0?action=save", json={"filename": "good.bin"}, timeout=120).json()
@@ -87,9 +70,7 @@ def test_kill_during_a_save_keeps_the_previous_file(smollm2_path, tmp_path):
         assert seen, "the save finished before its temporary file was seen"
         assert p.returncode == -signal.SIGKILL
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        s.__exit__()
 
     final = (slots / "good.bin").read_bytes()
     left = _temporaries(slots)
@@ -99,7 +80,7 @@ def test_kill_during_a_save_keeps_the_previous_file(smollm2_path, tmp_path):
         assert final == body + slotfile.trailer(body)
     assert left == seen or (final != good and left == [])
 
-    p, base = _start(smollm2_path, slots)
+    s, base = _start(smollm2_path, slots)
     try:
         r = httpx.post(base + "/slots/0?action=restore", json={"filename": "good.bin"}, timeout=120)
         assert r.status_code == 200
@@ -123,5 +104,4 @@ def test_kill_during_a_save_keeps_the_previous_file(smollm2_path, tmp_path):
                 assert size == r.json()["n_read"] + slotfile.TRAILER_SIZE
         assert httpx.get(base + "/health", timeout=10).status_code == 200
     finally:
-        p.kill()
-        p.wait()
+        s.__exit__()
