@@ -46,8 +46,8 @@ def test_kill_during_a_save_keeps_the_previous_file(smollm2_path, tmp_path):
         good = (slots / "good.bin").read_bytes()
         after_first = httpx.post(base + "/completion", json=PROMPT, timeout=120).json()["content"]
 
-        # a slot of ~2,000 cells: a ~46 MB file, written while the poll below watches for its temporary
-        r = httpx.post(base + "/completion", json={"prompt": "word " * 2000, "n_predict": 1, "temperature": 0},
+        # a slot of ~1,200 cells: a ~28 MB file, written while the poll below watches for its temporary
+        r = httpx.post(base + "/completion", json={"prompt": "word " * 1200, "n_predict": 1, "temperature": 0},
                        timeout=300)
         assert r.status_code == 200
         done = threading.Event()
