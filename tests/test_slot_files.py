@@ -252,3 +252,28 @@ def test_llama_server_reads_bankmls_files(served, smollm2_path, tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_cells_in_another_order_are_put_in_position_order():
+    """llama-server writes a sequence's cells in cell order, which need not be position order (a unified pool);
+    bankml's caches hold cell == position, so the rows are put in position order."""
+    import random
+    g = slotfile.Geometry(n_layer=2, ggml_type=1, k_row=8, v_row=4, n_ctx=16)
+    n = 3
+    state = random.Random(5).randbytes(g.n_layer * n * (g.k_row + g.v_row))
+    body, n_written = slotfile.encode([5, 6, 7], state, g)
+    body = bytearray(body[:n_written])
+    meta = 12 + 4 * (n + 4) + 8
+    order = [2, 0, 1]                                      # the file's cell i holds position order[i]
+    for i, p in enumerate(order):
+        body[meta + 12 * i:meta + 12 * i + 4] = p.to_bytes(4, "little")
+    off = meta + 12 * n + 8
+    for row in [g.k_row] * g.n_layer + [g.v_row] * g.n_layer:
+        rows = [bytes(body[off + 12 + row * k:off + 12 + row * (k + 1)]) for k in range(n)]
+        body[off + 12:off + 12 + row * n] = b"".join(rows[p] for p in order)
+        off += 12 + row * n
+    got = slotfile.parse(bytes(body), g)
+    assert (got.tokens, got.state, got.n_read, got.checked) == ([5, 6, 7], state, n_written, False)
+    with pytest.raises(slotfile.SlotFileError) as e:           # two cells at one position
+        slotfile.parse(bytes(body[:meta]) + (0).to_bytes(4, "little") + bytes(body[meta + 4:]), g)
+    assert str(e.value) == "invalid slot save file: the cells' positions are not 0 .. 2"
