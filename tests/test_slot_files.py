@@ -186,6 +186,10 @@ def test_files_without_the_checksum_get_llama_servers_checks(served):
         "invalid token": (_put(plain, 24, 10 ** 6), "Invalid tokens in slot save file"),
         "tokens version": (_put(plain, 16, 2), "Unsupported server tokens state version"),
     }
+    # too large to be a slot of this server: refused from its size, before it is read
+    n_max = 12 + 4 * 516 + 8 + 12 * 512 + 8 + 24 * 30 + 512 * 30 * 2 * k_row + slotfile.TRAILER_SIZE
+    bad["huge"] = (plain + bytes(n_max - len(plain) + 1),
+                   f"invalid slot save file: {n_max + 1} bytes, more than a slot of this server holds ({n_max})")
     for name, (data, want) in bad.items():
         (slots / "bad.bin").write_bytes(data)
         assert c.post("/slots/0?action=restore", json={"filename": "plain.bin"}).status_code == 200

@@ -116,6 +116,14 @@ def encode(tokens: list[int], state: bytes, geom: Geometry) -> tuple[bytes, int]
     return body + trailer(body), len(body)
 
 
+def max_size(geom: Geometry) -> int:
+    """The largest file parse() can accept for this geometry (every cell of the slot, its tokens, the trailer): a
+    larger file is refused from its size, before it is read."""
+    n, nl = geom.n_ctx, geom.n_layer
+    return (12 + 4 * (n + 4) + 4 + 4 * geom.n_stream + 12 * n + 8 + 24 * nl + n * nl * (geom.k_row + geom.v_row)
+            + TRAILER_SIZE)
+
+
 def trailer(body: bytes) -> bytes:
     return TRAILER_TAG + struct.pack("<Q", len(body)) + hashlib.sha256(body).digest()
 

@@ -132,13 +132,18 @@ def _restore(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
     slot = ctx.slots.by_id(slot_id_raw)
     t0 = time.perf_counter()
     try:
+        geom = _geometry(ctx, slot)
         try:
             with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > slotfile.max_size(geom):
+                    raise _RestoreError(f"invalid slot save file: {size} bytes, more than a slot of this server "
+                                        f"holds ({slotfile.max_size(geom)})")
                 data = f.read()
         except OSError:
             raise _RestoreError(_NOT_LOADED) from None
         try:
-            got = slotfile.parse(data, _geometry(ctx, slot))
+            got = slotfile.parse(data, geom)
         except slotfile.SlotFileError as e:
             raise _RestoreError(str(e)) from None
         tokens = got.tokens
