@@ -5,6 +5,10 @@
   and `{"filename": ".conf"}` cannot overwrite DIR.conf.
 - a save is written to a temporary name, flushed and renamed: a save that dies half-way leaves the previous file
   (and no partial file under the final name).
+- finding 3: a file bankml wrote carries a sha256 trailer, so 2,000 flipped KV bytes are refused ("Unable to
+  restore slot: ..."; they restored with 200 before); a file without it (llama-server's) gets llama-server's
+  structural checks; every refusal leaves the slot empty, and the next answer is a fresh slot's. The files are
+  llama-server b11192's own: it restores bankml's and bankml restores its.
 """
 
 from __future__ import annotations
