@@ -129,6 +129,12 @@ class KVCache:
         self.n_ctx = n_ctx
         self.cache_type = cache_type
         self._c = _forward._KVCache(model._fwd, n_ctx, cache_type)
+        hp = model.hparams
+        t = gguf.GGMLType.F16 if cache_type == "f16" else gguf.GGMLType.Q8_0
+        self._layout = (hp.n_layer, int(t), gguf.row_bytes(t, hp.n_head_kv * hp.head_dim),
+                        gguf.row_bytes(t, hp.n_head_kv * hp.head_dim_v))
+        if hp.n_layer * (self._layout[2] + self._layout[3]) != self._c.cell_bytes:
+            raise RuntimeError("the KV cache's rows are not llama.cpp's (n_head_kv x head_dim per layer)")
 
     @property
     def n_past(self) -> int:
@@ -147,12 +153,18 @@ class KVCache:
         """Bytes of save() for n_cells positions (K and V rows of every layer)."""
         return n_cells * self._c.cell_bytes
 
+    def layout(self) -> tuple[int, int, int, int]:
+        """(n_layer, ggml type of K and V, K row bytes, V row bytes): what llama.cpp's state file says of each
+        layer (llama-kv-cache.cpp state_write_data, b11192); save() holds, per layer, the K rows then the V rows."""
+        return self._layout
+
     def save(self) -> bytes:
         """The cache's positions 0 .. n_past-1 (K and V rows of every layer), for restore()."""
         return self._c.state_bytes(self.n_past)
 
     def restore(self, state: bytes) -> None:
-        """Replace the contents with a save() of a cache of the same model and type."""
+        """Replace the contents with a save() of a cache of the same model and type. A state of the wrong size
+        raises before anything changes."""
         row = self.state_size(1)
         if len(state) % row:
             raise ValueError(f"{len(state)} bytes are not a saved state of this cache")
