@@ -939,22 +939,29 @@ class Converter:
             if required_props:
                 rule += ' "," space ( '
 
-            def recursive_refs(ks: list[str], first_is_optional: bool) -> str:
-                if not ks:
-                    return ""
-                k = ks[0]
-                kv = kv_names[k]
-                comma_ref = '( "," space ' + kv + " )"
-                if first_is_optional:
-                    res = comma_ref + ("*" if k == "*" else "?")
-                else:
-                    res = kv + (" " + comma_ref + "*" if k == "*" else "")
-                if len(ks) > 1:
-                    rest = recursive_refs(ks[1:], True)
-                    res += " " + self.add_rule(name + sep + k + "-rest", rest)
-                return res
+            # The oracle's get_recursive_refs, computed once per position instead of once per alternate: the
+            # rule after optional property j ("<name>-<k_j>-rest") depends on j only, and the oracle's first
+            # alternate adds these rules from the last one back (the later alternates add them again, which
+            # changes nothing: add_rule is idempotent). Same rules, same order, linear time, no recursion.
+            n_opt = len(optional_props)
 
-            rule += " | ".join(recursive_refs(optional_props[i:], False) for i in range(len(optional_props)))
+            def comma_ref(k: str) -> str:
+                return '( "," space ' + kv_names[k] + " )"
+
+            rest_refs = [""] * n_opt
+            for j in range(n_opt - 2, -1, -1):
+                nxt = optional_props[j + 1]
+                content = comma_ref(nxt) + ("*" if nxt == "*" else "?")
+                if j + 1 < n_opt - 1:
+                    content += " " + rest_refs[j + 1]
+                rest_refs[j] = self.add_rule(name + sep + optional_props[j] + "-rest", content)
+            alts = []
+            for i, k in enumerate(optional_props):
+                alt = kv_names[k] + (" " + comma_ref(k) + "*" if k == "*" else "")
+                if i < n_opt - 1:
+                    alt += " " + rest_refs[i]
+                alts.append(alt)
+            rule += " | ".join(alts)
             if required_props:
                 rule += " )"
             rule += " )?"
