@@ -170,6 +170,9 @@ def _str(s: str) -> str:
     return "".join(out)
 
 
+_LITERALS = {None: "null", True: "true", False: "false"}
+
+
 def dump(v, indent: int = -1, _lvl: int = 0) -> str:
     """json::dump(indent): compact (',' ':') without indent, else one member a line and ': '. Iterative (an
     explicit stack of pieces still to write), so any nesting depth dumps."""
@@ -181,12 +184,8 @@ def dump(v, indent: int = -1, _lvl: int = 0) -> str:
             out.append(item)
             continue
         x, lvl = item
-        if x is None:
-            out.append("null")
-        elif x is True:
-            out.append("true")
-        elif x is False:
-            out.append("false")
+        if x is None or x is True or x is False:
+            out.append(_LITERALS[x])
         elif isinstance(x, int):
             out.append(str(x))
         elif isinstance(x, float):
