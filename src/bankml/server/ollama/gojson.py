@@ -232,6 +232,13 @@ def _err(c: int, context: str) -> _Syntax:
 _WS = b" \t\r\n"
 
 
+MAX_DEPTH = 10000  # encoding/json's maxNestingDepth (scanner.go)
+
+
+def c_close(opening: int) -> int:
+    return 0x7D if opening == 0x7B else 0x5D
+
+
 class _Scanner:
     """Go's scanner over the bytes of one value (the Decoder's readValue): raises _Syntax with its message or
     _EOF when the data ends inside the value; returns the end offset of the first value."""
@@ -239,6 +246,7 @@ class _Scanner:
     def __init__(self, data: bytes):
         self.d = data
         self.i = 0
+        self.deepest = 0   # the most containers open at once
 
     def peek(self) -> int:
         if self.i >= len(self.d):
@@ -249,71 +257,70 @@ class _Scanner:
         while self.i < len(self.d) and self.d[self.i] in _WS:
             self.i += 1
 
-    def value(self, context: str = "looking for beginning of value") -> None:
-        self.skip_ws()
-        c = self.peek()
-        if c == ord("{"):
-            self.i += 1
-            self.obj()
-        elif c == ord("["):
-            self.i += 1
-            self.arr()
-        elif c == ord('"'):
-            self.i += 1
-            self.string()
-        elif c == ord("-") or ord("0") <= c <= ord("9"):
-            self.number()
-        elif c in b"tfn":
-            self.literal()
-        else:
-            raise _err(c, context)
-
-    def obj(self) -> None:
-        self.skip_ws()
-        c = self.peek()
-        if c == ord("}"):
-            self.i += 1
-            return
+    def value(self) -> None:
+        """One value, on an explicit stack of the open containers ("{" or "["), as Go's scanner keeps its parse
+        states; an opening bracket past MAX_DEPTH of them is Go's "exceeded max depth" (scanner.go,
+        pushParseState)."""
+        stack: list[int] = []
         while True:
+            self.deepest = max(self.deepest, len(stack))
+            # a value is expected
             self.skip_ws()
             c = self.peek()
-            if c != ord('"'):
-                raise _err(c, "looking for beginning of object key string")
-            self.i += 1
-            self.string()
-            self.skip_ws()
-            c = self.peek()
-            if c != ord(":"):
-                raise _err(c, "after object key")
-            self.i += 1
-            self.value()
-            self.skip_ws()
-            c = self.peek()
-            if c == ord(","):
+            if c in (0x7B, 0x5B):  # { [
+                if len(stack) >= MAX_DEPTH:
+                    raise _err(c, "exceeded max depth")
                 self.i += 1
-                continue
-            if c == ord("}"):
+                stack.append(c)
+                self.skip_ws()
+                c = self.peek()
+                if c == c_close(stack[-1]):
+                    self.i += 1
+                    stack.pop()
+                elif stack[-1] == 0x7B:
+                    self._key()
+                    continue
+                else:
+                    continue
+            elif c == ord('"'):
                 self.i += 1
+                self.string()
+            elif c == ord("-") or ord("0") <= c <= ord("9"):
+                self.number()
+            elif c in b"tfn":
+                self.literal()
+            else:
+                raise _err(c, "looking for beginning of value")
+            # a value ended: close what it ends, until a ',' asks for the next one
+            while stack:
+                self.skip_ws()
+                c = self.peek()
+                top = stack[-1]
+                if c == ord(","):
+                    self.i += 1
+                    if top == 0x7B:
+                        self.skip_ws()
+                        self._key()
+                    break
+                if c == c_close(top):
+                    self.i += 1
+                    stack.pop()
+                    continue
+                raise _err(c, "after object key:value pair" if top == 0x7B else "after array element")
+            if not stack:
                 return
-            raise _err(c, "after object key:value pair")
 
-    def arr(self) -> None:
+    def _key(self) -> None:
+        c = self.peek()
+        if c != ord('"'):
+            raise _err(c, "looking for beginning of object key string")
+        self.i += 1
+        self.string()
         self.skip_ws()
         c = self.peek()
-        if c == ord("]"):
-            self.i += 1
-            return
-        while True:
-            self.value()
-            self.skip_ws()
-            c = self.peek()
-            if c == ord(","):
-                self.i += 1
-                continue
-            if c == ord("]"):
-                self.i += 1
-                return
-            raise _err(c, "after array element")
+        if c != ord(":"):
+            raise _err(c, "after object key")
+        self.i += 1
 
     def string(self) -> None:
         while True:
@@ -382,6 +389,13 @@ class _Scanner:
             self.i += 1
 
 
+# Go reads up to MAX_DEPTH levels; bankml's decoding into the request structs walks values recursively, so a body
+# nested deeper than this is refused (400, the message names the limit): docs/json_schema.md, "Depth and size
+# limits".
+MAX_DECODE_DEPTH = 256
+DECODE_DEPTH_MESSAGE = f"request body nested deeper than {MAX_DECODE_DEPTH} levels is not supported (bankml's limit)"
+
+
 def _first_value(data: bytes) -> bytes:
     """Decoder.Decode's readValue: the bytes of the first value (BindError as Go reports the data)."""
     s = _Scanner(data)
@@ -395,6 +409,8 @@ def _first_value(data: bytes) -> bytes:
         raise BindError("unexpected EOF") from None
     except _Syntax as e:
         raise BindError(str(e)) from None
+    if s.deepest >= MAX_DECODE_DEPTH:
+        raise BindError(DECODE_DEPTH_MESSAGE)
     return data[start:s.i]
 
 
