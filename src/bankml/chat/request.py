@@ -116,17 +116,17 @@ def parse_continuation(v) -> str:
 
 _MEDIA_HINT = " input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
 
-# Tools and tool calls reach the chat template, whose renderer (bankml.jinja) walks values recursively (tojson,
-# loops): bankml refuses them nested deeper than this, with a 400 that names the limit, where llama-server answers
-# up to a few ten thousand levels and then crashes on a stack overflow. docs/json_schema.md, "Depth and size
-# limits".
+# Tools, tool calls and chat_template_kwargs reach the chat template, whose renderer (bankml.jinja) walks values
+# recursively (tojson, loops): bankml refuses them nested deeper than this, with a 400 that names the limit, where
+# llama-server answers up to a few ten thousand levels and then crashes on a stack overflow. docs/json_schema.md,
+# "Depth and size limits".
 MAX_TEMPLATE_DEPTH = 256
-TEMPLATE_DEPTH_MESSAGE = (f"tools and tool calls nested deeper than {MAX_TEMPLATE_DEPTH} levels are not supported "
-                          "(bankml's limit)")
+TEMPLATE_DEPTH_MESSAGE = (f"tools, tool calls and chat_template_kwargs nested deeper than {MAX_TEMPLATE_DEPTH} "
+                          "levels are not supported (bankml's limit)")
 
 
-def _check_template_depth(tools, messages) -> None:
-    deepest = nljson.depth(tools)
+def _check_template_depth(body, tools, messages) -> None:
+    deepest = max(nljson.depth(tools), nljson.depth(_json_value(body, "chat_template_kwargs", None, object)))
     for msg in messages:
         if isinstance(msg, dict):
             deepest = max(deepest, nljson.depth(msg.get("tool_calls")))
@@ -209,7 +209,7 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
             if ptype != "text":
                 raise ChatRequestError("media input is not supported by bankml", 501)
 
-    _check_template_depth(tools, messages)
+    _check_template_depth(body, tools, messages)
     caps = templates.caps()
     inputs = ChatInputs(now=now, localtime=localtime)
     inputs.messages = parse_messages(messages)
