@@ -23,6 +23,8 @@ from bankml.server.ollama import gojson
 
 TEMPLATE_LIMIT_MESSAGE = ("tools, tool calls and chat_template_kwargs nested deeper than 256 levels are not "
                           "supported (bankml's limit)")
+STRUCT_LIMIT_MESSAGE = ("request structs nested deeper than 100 levels (tool property anyOf) are not supported "
+                        "(bankml's limit)")
 SCHEMA_LIMIT = 100   # json_schema.MAX_SCHEMA_DEPTH, as docs/json_schema.md documents it
 
 # Python's exception names and texts that must never reach a client
@@ -209,16 +211,39 @@ def test_dump_and_loads_python_at_any_depth():
 # -- Ollama: Go's decoder ----------------------------------------------------------------------------------------
 
 def test_go_max_depth():
-    # encoding/json's scanner: 10,000 levels read, the next opening bracket is "exceeded max depth"
+    # encoding/json's scanner (scanner.go, pushParseState): 10,000 levels read, the next opening bracket is
+    # "exceeded max depth"; Go then decodes whatever depth it read, and so does bankml
     with pytest.raises(gojson.BindError) as e:
         gojson.bind(_nest(10_001).encode(), "ChatRequest")
     assert str(e.value) == "invalid character '[' exceeded max depth"
     with pytest.raises(gojson.BindError) as e:
-        gojson.bind(b'{"model":' + _nest(9_999).encode() + b"}", "ChatRequest")
-    assert str(e.value) == "request body nested deeper than 256 levels is not supported (bankml's limit)"
+        gojson.bind(b'{"model":' + _nest(10_000).encode() + b"}", "ChatRequest")
+    assert str(e.value) == "invalid character '[' exceeded max depth"
     with pytest.raises(gojson.BindError) as e:
-        gojson.bind(b'{"model":' + _nest(200, "1 2").encode() + b"}", "ChatRequest")
+        gojson.bind(b'{"model":' + _nest(9_999).encode() + b"}", "ChatRequest")
+    assert str(e.value) == "json: cannot unmarshal array into Go struct field ChatRequest.model of type string"
+    with pytest.raises(gojson.BindError) as e:
+        gojson.bind(b'{"model":' + _nest(5_000, "1 2").encode() + b"}", "ChatRequest")
     assert str(e.value) == "invalid character '2' after array element"
+    deep = _nest(9_997, '{"k":1.50}')
+    out = gojson.bind(b'{"model":"m","options":{"x":' + deep.encode() + b'},"format":' + deep.encode() + b"}",
+                      "ChatRequest")
+    assert out["model"] == "m" and out["format"] == deep and nljson.depth(out["options"]) == 9_999
+
+
+def test_go_struct_nesting_limit():
+    def prop(n):  # api.ToolProperty n deep through anyOf
+        return '{"anyOf":[' * (n - 1) + '{"type":"string"}' + "]}" * (n - 1)
+
+    def body(n):
+        return ('{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",'
+                '"properties":{"a":' + prop(n) + "}}}}]}").encode()
+    # ChatRequest, Tool, ToolFunction, ToolFunctionParameters: 4 structs around the properties
+    out = gojson.bind(body(96), "ChatRequest")
+    assert out["tools"][0]["function"]["name"] == "f"
+    with pytest.raises(gojson.BindError) as e:
+        gojson.bind(body(97), "ChatRequest")
+    assert str(e.value) == STRUCT_LIMIT_MESSAGE
 
 
 def test_ollama_deep_bodies(client):
@@ -227,10 +252,12 @@ def test_ollama_deep_bodies(client):
     raw = b'{"model":"smollm2","messages":[{"role":"user","content":"hi"}],"x":' + _nest(100_000).encode() + b"}"
     status, out = _post(client, "/api/chat", raw)
     assert status == 400 and _error(out) == "invalid character '[' exceeded max depth"
-    raw = b'{"model":"smollm2","messages":[{"role":"user","content":"hi"}],"x":' + _nest(1000).encode() + b"}"
+    # an unknown field 9,000 deep is read and ignored, as Go does: the answer is the model's
+    raw = (b'{"model":"smollm2-135m-instruct-q4_1","messages":[{"role":"user","content":"hi"}],"stream":false,'
+           b'"options":{"num_predict":1,"temperature":0},"x":' + _nest(9_000).encode() + b"}")
     status, out = _post(client, "/api/chat", raw)
-    assert status == 400
-    assert _error(out) == "request body nested deeper than 256 levels is not supported (bankml's limit)"
+    assert status == 200, out
+    assert out["done"] is True and out["eval_count"] == 1
 
 
 # -- integers the C type cannot hold ---------------------------------------------------------------------------

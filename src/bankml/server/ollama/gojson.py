@@ -389,15 +389,19 @@ class _Scanner:
             self.i += 1
 
 
-# Go reads up to MAX_DEPTH levels; bankml's decoding into the request structs walks values recursively, so a body
-# nested deeper than this is refused (400, the message names the limit): docs/json_schema.md, "Depth and size
-# limits".
-MAX_DECODE_DEPTH = 256
-DECODE_DEPTH_MESSAGE = f"request body nested deeper than {MAX_DECODE_DEPTH} levels is not supported (bankml's limit)"
+# Go reads up to MAX_DEPTH levels, and so does bankml (the scanner, the parse of a deep value, _plain and
+# _raw_text keep their own stacks). The one recursive walk left is decoding into a struct inside the same struct
+# type (api.ToolProperty's anyOf): bankml refuses those nested deeper than this (400, the message names the limit):
+# docs/grammar.md, "Depth and size limits".
+MAX_STRUCT_DEPTH = 100
+STRUCT_DEPTH_MESSAGE = (f"request structs nested deeper than {MAX_STRUCT_DEPTH} levels (tool property anyOf) are "
+                        "not supported (bankml's limit)")
+_DEEP = 200  # a value nested deeper than this is parsed on an explicit stack (Python's json would recurse)
 
 
-def _first_value(data: bytes) -> bytes:
-    """Decoder.Decode's readValue: the bytes of the first value (BindError as Go reports the data)."""
+def _first_value(data: bytes) -> tuple[bytes, int]:
+    """Decoder.Decode's readValue: the bytes of the first value (BindError as Go reports the data), and how many
+    containers it opens at most."""
     s = _Scanner(data)
     s.skip_ws()
     if s.i >= len(data):
@@ -409,9 +413,7 @@ def _first_value(data: bytes) -> bytes:
         raise BindError("unexpected EOF") from None
     except _Syntax as e:
         raise BindError(str(e)) from None
-    if s.deepest >= MAX_DECODE_DEPTH:
-        raise BindError(DECODE_DEPTH_MESSAGE)
-    return data[start:s.i]
+    return data[start:s.i], s.deepest + 1
 
 
 # --- reading: the decoded value --------------------------------------------------------------------------------
@@ -431,24 +433,82 @@ class _Num:
         self.text = text
 
 
-def _parse(raw: bytes):
+_TOKEN = re.compile(r'\s*(?:([\[\]{}:,])|("(?:[^"\\]|\\.)*")|(true|false|null)|([^\s\[\]{}:,]+))', re.S)
+_LITERAL = {"true": True, "false": False, "null": None}
+
+
+def _parse(raw: bytes, depth: int = 0):
+    """The value of bytes the scanner accepted: numbers as _Num (their text), strings decoded."""
     import json
     text = raw.decode("utf-8", "replace")
-    return json.loads(text, parse_int=_Num, parse_float=_Num, parse_constant=_Num)
+    if depth <= _DEEP:
+        return json.loads(text, parse_int=_Num, parse_float=_Num, parse_constant=_Num)
+    # the same value on explicit stacks: the open containers, and the keys read for the objects among them
+    containers: list = []
+    keys: list[str] = []
+    expect_key = False
+    result = None
+    for m in _TOKEN.finditer(text):
+        punct, string, literal, number = m.groups()
+        if punct == ":":
+            continue
+        if punct == ",":
+            expect_key = isinstance(containers[-1], dict)
+            continue
+        if punct == "[" or punct == "{":
+            containers.append([] if punct == "[" else {})
+            expect_key = punct == "{"
+            continue
+        if punct is not None:  # ] or }
+            v = containers.pop()
+        elif string is not None:
+            v = json.loads(string)
+            if expect_key:
+                keys.append(v)
+                expect_key = False
+                continue
+        elif literal is not None:
+            v = _LITERAL[literal]
+        else:
+            v = _Num(number)
+        if not containers:
+            result = v
+        elif isinstance(containers[-1], dict):
+            containers[-1][keys.pop()] = v
+        else:
+            containers[-1].append(v)
+    return result
 
 
-def _plain(v):
-    """The decoded value as Go's interface{} holds it (numbers as float64; ints kept exact when whole)."""
+def _plain_scalar(v):
     if isinstance(v, _Num):
         f = float(v.text)
         return int(v.text) if re.fullmatch(r"-?\d+", v.text) and abs(f) < 2 ** 63 else f
     if isinstance(v, str):
         return _fix_str(v)
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {_fix_str(k): _plain(x) for k, x in v.items()}
     return v
+
+
+def _plain(v):
+    """The decoded value as Go's interface{} holds it (numbers as float64; ints kept exact when whole); a copy
+    made on an explicit stack."""
+    if not isinstance(v, (list, dict)):
+        return _plain_scalar(v)
+    root: list | dict = [] if isinstance(v, list) else {}
+    todo = [(v, root)]
+    while todo:
+        src, dst = todo.pop()
+        for k, x in (enumerate(src) if isinstance(src, list) else src.items()):
+            if isinstance(x, (list, dict)):
+                y = [] if isinstance(x, list) else {}
+                todo.append((x, y))
+            else:
+                y = _plain_scalar(x)
+            if isinstance(dst, list):
+                dst.append(y)
+            else:
+                dst[_fix_str(k)] = y
+    return root
 
 
 def _json_kind(v) -> str:
@@ -559,6 +619,7 @@ class _Decoder:
         self.saved: _TypeError | Exception | None = None
         self.struct = ""                 # errorContext.Struct's name
         self.stack: list[str] = []       # errorContext.FieldStack
+        self.nesting = 0                 # structs being decoded, one inside the other
 
     def save(self, e) -> None:
         if self.saved is None:
@@ -666,6 +727,15 @@ class _Decoder:
         raise AssertionError(k)
 
     def struct_value(self, v, name: str, gname: str | None = None):
+        self.nesting += 1
+        try:
+            if self.nesting > MAX_STRUCT_DEPTH:
+                raise _Custom(STRUCT_DEPTH_MESSAGE)
+            return self._struct_value(v, name, gname)
+        finally:
+            self.nesting -= 1
+
+    def _struct_value(self, v, name: str, gname: str | None = None):
         gname, fields = gname or STRUCTS[name][0], STRUCTS[name][1]
         if not isinstance(v, dict):
             self.mismatch(v, ("struct", name))
@@ -729,15 +799,38 @@ def _zero(t):
 
 
 def _raw_text(x) -> str:
-    """json.RawMessage: the value's JSON text, compact, numbers as the client wrote them."""
+    """json.RawMessage: the value's JSON text, compact, numbers as the client wrote them (written from an explicit
+    stack of pieces)."""
     import json
-    if isinstance(x, _Num):
-        return x.text
-    if isinstance(x, list):
-        return "[" + ",".join(_raw_text(e) for e in x) + "]"
-    if isinstance(x, dict):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _raw_text(e) for k, e in x.items()) + "}"
-    return json.dumps(x, ensure_ascii=False)
+    out: list[str] = []
+    todo: list = [x]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, _Piece):
+            out.append(item.text)
+        elif isinstance(item, _Num):
+            out.append(item.text)
+        elif isinstance(item, (list, dict)):
+            pieces: list = [_Piece("[" if isinstance(item, list) else "{")]
+            for i, (k, e) in enumerate(enumerate(item) if isinstance(item, list) else item.items()):
+                if i:
+                    pieces.append(_Piece(","))
+                if isinstance(item, dict):
+                    pieces.append(_Piece(json.dumps(k, ensure_ascii=False) + ":"))
+                pieces.append(e)
+            pieces.append(_Piece("]" if isinstance(item, list) else "}"))
+            todo.extend(reversed(pieces))
+        else:
+            out.append(json.dumps(item, ensure_ascii=False))
+    return "".join(out)
+
+
+class _Piece:
+    """literal text in _raw_text's stack (a str there is a JSON string value)"""
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
 
 
 def _message_of(e, gotype: str) -> str:
@@ -790,8 +883,8 @@ def _b64(s: str) -> bytes:
 
 def bind(raw: bytes, struct_name: str) -> dict:
     """ShouldBindJSON(&req) for the api struct `struct_name`: the fields the body set (see the module doc)."""
-    value = _first_value(bytes(raw))
-    parsed = _parse(value)
+    value, depth = _first_value(bytes(raw))
+    parsed = _parse(value, depth)
     dec = _Decoder()
     gname = STRUCTS[struct_name][0]
     if not isinstance(parsed, dict):
@@ -802,6 +895,8 @@ def bind(raw: bytes, struct_name: str) -> dict:
         out = dec.struct_value(parsed, struct_name)
     except _Custom as e:
         raise BindError(str(e)) from None
+    except RecursionError:
+        raise BindError(STRUCT_DEPTH_MESSAGE) from None
     if dec.saved is not None:
         e = dec.saved
         raise BindError(e.text() if isinstance(e, _TypeError) else str(e))
