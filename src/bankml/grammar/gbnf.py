@@ -13,7 +13,8 @@ the first time it is seen (defined or referenced); groups and repetitions synthe
 
 so the ids, and hence the engine's states, are those of the oracle. Limits kept: a count above 2000 in
 `{m,...}` is refused, an upper bound above 2000 means "no upper bound", and the number of rules a repetition
-would copy (the rules inside the repeated item times the count) may not exceed 2000.
+would copy (the rules inside the repeated item times the count) may not exceed 2000. Groups nest to any depth
+(the parser keeps its own stack; llama.cpp's recursion overflows past some 16,000 levels).
 
 The text is read as bytes up to its first NUL (the oracle reads a C string). Everything the oracle refuses
 raises `GrammarError`; a few inputs on which the oracle itself loops or runs out of memory (an upper bound

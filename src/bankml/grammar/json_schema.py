@@ -22,6 +22,10 @@ its first position and its last value, as both parsers do).
 
 `build_grammar(builder_fn)` is the oracle's `build_grammar`, the converter behind the chat template's
 response-format grammar (bankml.grammar.chat).
+
+Depth: a schema nested deeper than MAX_SCHEMA_DEPTH (100) is refused with a message naming the limit (the
+oracle converts deeper ones); values inside a schema, and the width of an object, have no limit (docs/json_schema.md,
+"Depth and size limits").
 """
 
 from __future__ import annotations

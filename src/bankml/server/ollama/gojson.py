@@ -21,6 +21,9 @@ unmarshal string into Go struct field ChatRequest.messages of type []api.Message
 first such error is the one returned), and the types with their own UnmarshalJSON run it: api.Duration
 (keep_alive: bankml.server.keep_alive.from_json's messages), api.ThinkValue, api.Message (role lower-cased; an
 error inside a message carries the outer path), api.ImageData (base64), api.PropertyType.
+Nesting: up to Go's 10,000 levels, the next opening bracket being `invalid character '[' exceeded max depth`;
+reading, copying and writing values keep their own stacks; structs inside the same struct type (a ToolProperty's
+anyOf) nest at most MAX_STRUCT_DEPTH (100), bankml's limit.
 
 The result is a dict of the fields the body set (null ones left out), by their JSON names: strings, ints,
 bools, lists, dicts as decoded; `format` (json.RawMessage) as its raw JSON text; `keep_alive` as the JSON value
