@@ -5,6 +5,7 @@ tests/oracle/sampling/params.json holds, per /completion body, the status and ei
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -47,6 +48,16 @@ def _not_reproduced(body) -> bool:
     return infill
 
 
+def _unwrapped(body, want):
+    """bankml's departure (issue 19, finding 8): a hard-limited integer field whose value the C type cannot
+    hold is refused showing the request's number, where llama-server shows get<int>'s wrapped one."""
+    m = re.match(r"Field '([^']+)': Value must be between (.*), but got -?[0-9]+$", want["error"]["message"])
+    v = body.get(m.group(1)) if m else None
+    if type(v) is int and not -2**31 <= v < 2**31:
+        want = {"error": dict(want["error"], message=want["error"]["message"].rsplit(" ", 1)[0] + f" {v}")}
+    return want
+
+
 def test_request_records(rec, tok_defaults):
     tok, defaults = tok_defaults
     n = refused = 0
@@ -63,6 +74,8 @@ def test_request_records(rec, tok_defaults):
             n += 1
             continue
         want = r["generation_settings"] if r["status"] == 200 else r["error"]
+        if r["status"] != 200:
+            want = _unwrapped(body, want)
         assert (status, got) == (r["status"], want), body
         n += 1
         refused += r["status"] != 200

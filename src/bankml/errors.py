@@ -57,6 +57,17 @@ class PinMismatch(BankmlError):
         super().__init__(f"{path}: {reason}")
 
 
+class ModelFileChanged(BankmlError):
+    """A mapped model file changed while the engine was reading it (rewritten in place, cut or extended): what was
+    computed since is thrown away, and the file must be verified again before it is served."""
+
+    def __init__(self, path: str, how: str):
+        self.path = path
+        self.how = how
+        super().__init__(f"the model file {path} changed while it was in use ({how}); this request is stopped, "
+                         "and the model is verified again before it serves another")
+
+
 class PullError(BankmlError):
     """A model could not be fetched from its package registry."""
 

@@ -116,6 +116,23 @@ def parse_continuation(v) -> str:
 
 _MEDIA_HINT = " input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
 
+# Tools, tool calls and chat_template_kwargs reach the chat template, whose renderer (bankml.jinja) walks values
+# recursively (tojson, loops): bankml refuses them nested deeper than this, with a 400 that names the limit, where
+# llama-server answers up to a few ten thousand levels and then crashes on a stack overflow. docs/json_schema.md,
+# "Depth and size limits".
+MAX_TEMPLATE_DEPTH = 256
+TEMPLATE_DEPTH_MESSAGE = (f"tools, tool calls and chat_template_kwargs nested deeper than {MAX_TEMPLATE_DEPTH} "
+                          "levels are not supported (bankml's limit)")
+
+
+def _check_template_depth(body, tools, messages) -> None:
+    deepest = max(nljson.depth(tools), nljson.depth(_json_value(body, "chat_template_kwargs", None, object)))
+    for msg in messages:
+        if isinstance(msg, dict):
+            deepest = max(deepest, nljson.depth(msg.get("tool_calls")))
+    if deepest > MAX_TEMPLATE_DEPTH:
+        raise _bad(TEMPLATE_DEPTH_MESSAGE)
+
 
 def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | None = None, *,
                        now: float | None = None, localtime=None) -> ChatRequest:
@@ -192,6 +209,7 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
             if ptype != "text":
                 raise ChatRequestError("media input is not supported by bankml", 501)
 
+    _check_template_depth(body, tools, messages)
     caps = templates.caps()
     inputs = ChatInputs(now=now, localtime=localtime)
     inputs.messages = parse_messages(messages)
@@ -257,6 +275,8 @@ def parse_chat_request(body, templates: ChatTemplates, opt: ServerChatOptions | 
         chat = templates.apply(inputs)
     except TemplateError as e:
         raise ChatRequestError(e.message, e.status) from None
+    except RecursionError:  # a tool call's JSON text nested deep: the same refusal, never Python's text
+        raise _bad(TEMPLATE_DEPTH_MESSAGE) from None
 
     params["chat_format"] = _FORMAT_IDS[chat.format]
     params["prompt"] = chat.prompt

@@ -16,7 +16,8 @@ What differs from Python's json module, and is reproduced here: lone surrogates 
 NaN/Infinity are refused; integers wider than 64 bits and floats that overflow are refused or turned into
 doubles as nlohmann does (a double that overflows is "[json.exception.out_of_range.406] number overflow
 parsing '...'"); a UTF-8 BOM is skipped; a NUL byte ends the input (anything after it is ignored); invalid
-UTF-8 inside a string is refused; nesting has no depth limit. Error messages name the line and column (bytes
+UTF-8 inside a string is refused; nesting has no depth limit (reading, checking and `dump` are iterative:
+see docs/nljson.md, "Depth and size limits"). Error messages name the line and column (bytes
 since the last newline) and the text read since the last string or number began ("last read"), with control
 characters written <U+00XX>.
 
@@ -169,37 +170,71 @@ def _str(s: str) -> str:
     return "".join(out)
 
 
+_LITERALS = {None: "null", True: "true", False: "false"}
+
+
 def dump(v, indent: int = -1, _lvl: int = 0) -> str:
-    """json::dump(indent): compact (',' ':') without indent, else one member a line and ': '."""
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return _float(v)
-    if isinstance(v, str):
-        return _str(v)
-    if isinstance(v, (list, tuple)):
-        if not v:
-            return "[]"
-        if indent < 0:
-            return "[" + ",".join(dump(x) for x in v) + "]"
-        pad = " " * (indent * (_lvl + 1))
-        items = ",\n".join(pad + dump(x, indent, _lvl + 1) for x in v)
-        return "[\n" + items + "\n" + " " * (indent * _lvl) + "]"
-    if isinstance(v, dict):
-        if not v:
-            return "{}"
-        if indent < 0:
-            return "{" + ",".join(_str(k) + ":" + dump(x) for k, x in v.items()) + "}"
-        pad = " " * (indent * (_lvl + 1))
-        items = ",\n".join(pad + _str(k) + ": " + dump(x, indent, _lvl + 1) for k, x in v.items())
-        return "{\n" + items + "\n" + " " * (indent * _lvl) + "}"
-    raise TypeError(f"not a JSON value: {type(v).__name__}")
+    """json::dump(indent): compact (',' ':') without indent, else one member a line and ': '. Iterative (an
+    explicit stack of pieces still to write), so any nesting depth dumps."""
+    out: list[str] = []
+    todo: list = [(v, _lvl)]
+    while todo:
+        item = todo.pop()
+        if type(item) is str:
+            out.append(item)
+            continue
+        x, lvl = item
+        if x is None or x is True or x is False:
+            out.append(_LITERALS[x])
+        elif isinstance(x, int):
+            out.append(str(x))
+        elif isinstance(x, float):
+            out.append(_float(x))
+        elif isinstance(x, str):
+            out.append(_str(x))
+        elif isinstance(x, (list, tuple, dict)):
+            is_obj = isinstance(x, dict)
+            open_, close = ("{", "}") if is_obj else ("[", "]")
+            if not x:
+                out.append(open_ + close)
+                continue
+            members = list(x.items()) if is_obj else [(None, y) for y in x]
+            pieces: list = []
+            if indent < 0:
+                out.append(open_)
+                for i, (k, y) in enumerate(members):
+                    if i:
+                        pieces.append(",")
+                    if is_obj:
+                        pieces.append(_str(k) + ":")
+                    pieces.append((y, 0))
+                pieces.append(close)
+            else:
+                pad = " " * (indent * (lvl + 1))
+                out.append(open_ + "\n")
+                for i, (k, y) in enumerate(members):
+                    pieces.append((",\n" if i else "") + pad + (_str(k) + ": " if is_obj else ""))
+                    pieces.append((y, lvl + 1))
+                pieces.append("\n" + " " * (indent * lvl) + close)
+            todo.extend(reversed(pieces))
+        else:
+            raise TypeError(f"not a JSON value: {type(x).__name__}")
+    return "".join(out)
+
+
+def depth(v) -> int:
+    """How deeply containers nest in a JSON value: 0 for a scalar, 1 for [] or [1], 2 for [[1]] (iterative)."""
+    deepest = 0
+    todo = [(v, 1)]
+    while todo:
+        x, d = todo.pop()
+        if isinstance(x, dict):
+            x = x.values()
+        elif not isinstance(x, (list, tuple)):
+            continue
+        deepest = max(deepest, d)
+        todo.extend((y, d + 1) for y in x)
+    return deepest
 
 
 # ---- parsing request bodies ----
@@ -700,27 +735,29 @@ def loads_python(text: str):
     parameters, chat_template_kwargs values, the json_schema, string tool-call arguments, Gemma 4 tool results)
     where chat.cpp calls json::parse on a std::string. It is not `loads`: it refuses a leading UTF-8 BOM and a NUL
     character (nlohmann skips the one and stops at the other), keeps integers outside int64 / uint64 exact
-    (nlohmann makes them doubles), and raises RecursionError past Python's nesting limit. The chat step's texts
-    are mostly `dump` output, where the two agree; they differ only on such inputs from a request."""
+    (nlohmann makes them doubles); a text nested past Python's limit is read by `loads` instead. The chat step's
+    texts are mostly `dump` output, where the two agree; they differ only on such inputs from a request."""
     def bad_constant(name):
         raise ValueError("invalid literal " + name)
 
-    v = json.loads(text, parse_constant=bad_constant)
-
-    def check(x):
+    try:
+        v = json.loads(text, parse_constant=bad_constant)
+    except RecursionError:
+        # nested past Python's limit: nlohmann's own (iterative) reading, which agrees on such texts
+        v = loads(text)
+    todo = [v]
+    while todo:
+        x = todo.pop()
         if isinstance(x, str):
-            x.encode("utf-8")
+            try:
+                x.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("lone surrogate") from None
         elif isinstance(x, float) and not math.isfinite(x):
             raise ValueError("number overflow")
         elif isinstance(x, list):
-            for y in x:
-                check(y)
+            todo.extend(x)
         elif isinstance(x, dict):
-            for k, y in x.items():
-                check(k)
-                check(y)
-    try:
-        check(v)
-    except UnicodeEncodeError:
-        raise ValueError("lone surrogate") from None
+            todo.extend(x.keys())
+            todo.extend(x.values())
     return v

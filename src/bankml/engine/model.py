@@ -129,6 +129,12 @@ class KVCache:
         self.n_ctx = n_ctx
         self.cache_type = cache_type
         self._c = _forward._KVCache(model._fwd, n_ctx, cache_type)
+        hp = model.hparams
+        t = gguf.GGMLType.F16 if cache_type == "f16" else gguf.GGMLType.Q8_0
+        self._layout = (hp.n_layer, int(t), gguf.row_bytes(t, hp.n_head_kv * hp.head_dim),
+                        gguf.row_bytes(t, hp.n_head_kv * hp.head_dim_v))
+        if hp.n_layer * (self._layout[2] + self._layout[3]) != self._c.cell_bytes:
+            raise RuntimeError("the KV cache's rows are not llama.cpp's (n_head_kv x head_dim per layer)")
 
     @property
     def n_past(self) -> int:
@@ -147,12 +153,18 @@ class KVCache:
         """Bytes of save() for n_cells positions (K and V rows of every layer)."""
         return n_cells * self._c.cell_bytes
 
+    def layout(self) -> tuple[int, int, int, int]:
+        """(n_layer, ggml type of K and V, K row bytes, V row bytes): what llama.cpp's state file says of each
+        layer (llama-kv-cache.cpp state_write_data, b11192); save() holds, per layer, the K rows then the V rows."""
+        return self._layout
+
     def save(self) -> bytes:
         """The cache's positions 0 .. n_past-1 (K and V rows of every layer), for restore()."""
         return self._c.state_bytes(self.n_past)
 
     def restore(self, state: bytes) -> None:
-        """Replace the contents with a save() of a cache of the same model and type."""
+        """Replace the contents with a save() of a cache of the same model and type. A state of the wrong size
+        raises before anything changes."""
         row = self.state_size(1)
         if len(state) % row:
             raise ValueError(f"{len(state)} bytes are not a saved state of this cache")
@@ -250,9 +262,11 @@ class Model:
         """One llama_decode call: the tokens at positions pos .. pos+len-1 go through the graph in ubatches of
         n_ubatch (512), their K and V enter the cache, and the logits of the last token are computed (read them
         with logits()). pos must be the cache's n_past. Raises PositionMismatch, ContextFull, InvalidToken, or
-        ValueError for an empty call; the cache is unchanged when it raises. multi_stream: these tokens are one
-        sequence's share of a llama_decode whose ubatch holds several sequences' streams (llama-server's n > 1
-        choices in a non-unified cache); ggml then never takes the split-KV attention path, nor does this."""
+        ValueError for an empty call; the cache is unchanged when it raises. Raises ModelFileChanged when the file
+        was cut under its map while the pass ran: nothing it computed (logits, the cache's new cells) may be used,
+        and the model serves nothing more. multi_stream: these tokens are one sequence's share of a llama_decode
+        whose ubatch holds several sequences' streams (llama-server's n > 1 choices in a non-unified cache); ggml
+        then never takes the split-KV attention path, nor does this."""
         cache = cache or self.cache
         arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
@@ -268,6 +282,7 @@ class Model:
         if pos + arr.size > cache.n_ctx:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
         rc = self._fwd.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
+        self.check_file()               # the file cut under the map: these logits are garbage
         if rc == 2:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
         if rc != 0:
@@ -288,6 +303,11 @@ class Model:
         """float32[n_vocab]: the raw logits of the last decoded token. A view of the engine's buffer, valid until
         the next decode() (copy it to keep it)."""
         return self._fwd.logits_view()
+
+    def check_file(self) -> None:
+        """Raise ModelFileChanged when the file was cut under the map since it was opened (see decode)."""
+        if self._file is not None:
+            self._file.check_mapping()
 
     def truncate(self, n: int, cache: KVCache | None = None) -> None:
         """Drop every cached position >= n (llama_memory_seq_rm(seq, n, -1))."""

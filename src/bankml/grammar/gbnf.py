@@ -13,7 +13,8 @@ the first time it is seen (defined or referenced); groups and repetitions synthe
 
 so the ids, and hence the engine's states, are those of the oracle. Limits kept: a count above 2000 in
 `{m,...}` is refused, an upper bound above 2000 means "no upper bound", and the number of rules a repetition
-would copy (the rules inside the repeated item times the count) may not exceed 2000.
+would copy (the rules inside the repeated item times the count) may not exceed 2000. Groups nest to any depth
+(the parser keeps its own stack; llama.cpp's recursion overflows past some 16,000 levels).
 
 The text is read as bytes up to its first NUL (the oracle reads a C string). Everything the oracle refuses
 raises `GrammarError`; a few inputs on which the oracle itself loops or runs out of memory (an upper bound
@@ -203,18 +204,36 @@ class _Parser:
 
     # -- grammar ---------------------------------------------------------------------------------------------
 
-    def alternates(self, pos: int, rule_name: str, rule_id: int, nested: bool) -> int:
+    # parse_alternates and parse_sequence call each other for every group, so nesting is as deep as the text
+    # says: both are generators that yield the sub-parse they need (and receive its end position), run by
+    # `_run` on an explicit stack. Any nesting depth parses; nothing is bounded by Python's recursion limit.
+
+    def alternates(self, pos: int, rule_name: str, rule_id: int, nested: bool):
         rule: list[tuple[int, int]] = []
-        pos = self.sequence(pos, rule_name, rule, nested)
+        pos = yield self.sequence(pos, rule_name, rule, nested)
         while self.s[pos] == 0x7C:  # '|'
             rule.append((ALT, 0))
             pos = self.space(pos + 1, True)
-            pos = self.sequence(pos, rule_name, rule, nested)
+            pos = yield self.sequence(pos, rule_name, rule, nested)
         rule.append((END, 0))
         self.add_rule(rule_id, rule)
         return pos
 
-    def sequence(self, pos: int, rule_name: str, rule: list, nested: bool) -> int:
+    @staticmethod
+    def _run(gen) -> int:
+        stack, value = [gen], None
+        while stack:
+            try:
+                sub = stack[-1].send(value)
+            except StopIteration as done:
+                stack.pop()
+                value = done.value
+                continue
+            stack.append(sub)
+            value = None
+        return value
+
+    def sequence(self, pos: int, rule_name: str, rule: list, nested: bool):
         s = self.s
         last_sym_start = len(rule)
         n_prev_rules = 1
@@ -303,7 +322,7 @@ class _Parser:
                 pos = self.space(pos + 1, True)
                 before = len(self.symbol_ids)
                 sub_id = self.new_symbol(rule_name)
-                pos = self.alternates(pos, rule_name, sub_id, True)
+                pos = yield self.alternates(pos, rule_name, sub_id, True)
                 n_prev_rules = max(1, (len(self.symbol_ids) - before) & _U32_MAX)
                 last_sym_start = len(rule)
                 rule.append((RULE_REF, sub_id))
@@ -368,7 +387,7 @@ class _Parser:
         if not (s[pos] == 0x3A and s[pos + 1] == 0x3A and s[pos + 2] == 0x3D):
             raise self.fail("'::=' was expected", pos)
         pos = self.space(pos + 3, True)
-        pos = self.alternates(pos, name.decode("utf-8", "surrogateescape"), rule_id, False)
+        pos = self._run(self.alternates(pos, name.decode("utf-8", "surrogateescape"), rule_id, False))
         if s[pos] == 0x0D:
             pos += 2 if s[pos + 1] == 0x0A else 1
         elif s[pos] == 0x0A:

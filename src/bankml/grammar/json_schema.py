@@ -22,6 +22,10 @@ its first position and its last value, as both parsers do).
 
 `build_grammar(builder_fn)` is the oracle's `build_grammar`, the converter behind the chat template's
 response-format grammar (bankml.grammar.chat).
+
+Depth: a schema nested deeper than MAX_SCHEMA_DEPTH (100) is refused with a message naming the limit (the
+oracle converts deeper ones); values inside a schema, and the width of an object, have no limit (docs/json_schema.md,
+"Depth and size limits").
 """
 
 from __future__ import annotations
@@ -52,15 +56,32 @@ def is_number(v) -> bool:
     return (type(v) is int) or (type(v) is float)
 
 
-def normalize(v):
-    """A parsed JSON value as nlohmann holds it: integers outside int64/uint64 become doubles."""
+def _scalar(v):
     if type(v) is int:
         return v if INT64_MIN <= v <= UINT64_MAX else float(v)
-    if isinstance(v, dict):
-        return {k: normalize(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [normalize(x) for x in v]
     return v
+
+
+def normalize(v):
+    """A parsed JSON value as nlohmann holds it: integers outside int64/uint64 become doubles (a copy, made on
+    an explicit stack: any nesting depth)."""
+    if not isinstance(v, (dict, list)):
+        return _scalar(v)
+    root = {} if isinstance(v, dict) else []
+    todo = [(v, root)]
+    while todo:
+        src, dst = todo.pop()
+        for k, x in (src.items() if isinstance(src, dict) else enumerate(src)):
+            if isinstance(x, (dict, list)):
+                y = {} if isinstance(x, dict) else []
+                todo.append((x, y))
+            else:
+                y = _scalar(x)
+            if isinstance(dst, dict):
+                dst[k] = y
+            else:
+                dst.append(y)
+    return root
 
 
 def dump(v) -> str:
@@ -150,6 +171,15 @@ class _SchemaFail(Exception):
     pass
 
 
+# The converter walks a schema recursively, as the oracle's does (which crashes on a stack overflow somewhere past
+# a few thousand levels; rule names also grow with the depth, so the grammar text grows with its square). bankml
+# refuses a schema nested deeper than this, counting every schema inside another (properties, items, anyOf /
+# allOf / oneOf alternatives, tuple items, additionalProperties) and every $ref followed: docs/json_schema.md,
+# "Depth and size limits".
+MAX_SCHEMA_DEPTH = 100
+DEPTH_MESSAGE = f"JSON schema nesting deeper than {MAX_SCHEMA_DEPTH} levels is not supported (bankml's limit)"
+
+
 class _RuntimeSchemaError(SchemaError):
     """a std::runtime_error thrown while converting (json_schema_to_grammar adds its prefix to those)"""
 
@@ -163,6 +193,7 @@ class _Builder:
         self.root = root
         self.refs: dict[str, Node | None] = {}
         self.pending: list[Node] = []
+        self.depth = 0
 
     @staticmethod
     def count(schema: dict, key: str, path: str, default: int) -> int:
@@ -298,6 +329,15 @@ class _Builder:
         return node
 
     def node(self, schema, path: str) -> Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_SCHEMA_DEPTH:
+                raise _SchemaFail(DEPTH_MESSAGE)
+            return self._node(schema, path)
+        finally:
+            self.depth -= 1
+
+    def _node(self, schema, path: str) -> Node:
         if not isinstance(schema, dict):
             _fail(path, "schema must be an object")
         if "$ref" in schema:
@@ -383,6 +423,8 @@ def build_document(schema) -> Node:
         return _Builder(normalize(schema)).build()
     except _SchemaFail as e:
         raise SchemaError(str(e)) from None
+    except RecursionError:  # a caller already deep in the stack: the same refusal, never Python's text
+        raise SchemaError(DEPTH_MESSAGE) from None
 
 
 # -- the converter (common/json-schema-to-grammar.cpp) ------------------------------------------------------
@@ -648,6 +690,7 @@ class Converter:
         self.refs_being_resolved: set[str] = set()
         self.errors: list[str] = []
         self.warnings: list[str] = []
+        self.depth = 0
 
     def add_rule(self, name: str, rule: str) -> str:
         esc = _INVALID_RULE_CHARS.sub("-", name)
@@ -868,29 +911,28 @@ class Converter:
             nodes[cur]["end"] = True
         char_rule = self.add_primitive("char", PRIMITIVE_RULES["char"])
         out = ['["] ( ']
-
-        def visit(idx: int) -> None:
-            node = nodes[idx]
-            rejects = ""
-            first = True
-            for cpt in sorted(node["children"]):
-                child = node["children"][cpt]
-                c = chr(cpt)
-                rejects += c
-                if not first:
+        # the oracle's recursive visit of the trie, on an explicit stack: (node, its sorted children, next child)
+        frames = [(0, sorted(nodes[0]["children"]), [0])]
+        while frames:
+            idx, kids, at = frames[-1]
+            if at[0] < len(kids):
+                cpt = kids[at[0]]
+                child = nodes[idx]["children"][cpt]
+                if at[0]:
                     out.append(" | ")
-                first = False
-                out.append("[" + c + "]")
+                at[0] += 1
+                out.append("[" + chr(cpt) + "]")
                 if nodes[child]["children"]:
                     out.append(" (")
-                    visit(child)
-                    out.append(")")
+                    frames.append((child, sorted(nodes[child]["children"]), [0]))
                 else:
                     out.append(" " + char_rule + "+")
-            if node["children"]:
-                out.append(' | [^"' + rejects + "] " + char_rule + "*")
-
-        visit(0)
+                continue
+            if kids:
+                out.append(' | [^"' + "".join(chr(k) for k in kids) + "] " + char_rule + "*")
+            frames.pop()
+            if frames:
+                out.append(")")
         out.append(" )")
         if not nodes[0]["end"]:
             out.append("?")
@@ -939,22 +981,29 @@ class Converter:
             if required_props:
                 rule += ' "," space ( '
 
-            def recursive_refs(ks: list[str], first_is_optional: bool) -> str:
-                if not ks:
-                    return ""
-                k = ks[0]
-                kv = kv_names[k]
-                comma_ref = '( "," space ' + kv + " )"
-                if first_is_optional:
-                    res = comma_ref + ("*" if k == "*" else "?")
-                else:
-                    res = kv + (" " + comma_ref + "*" if k == "*" else "")
-                if len(ks) > 1:
-                    rest = recursive_refs(ks[1:], True)
-                    res += " " + self.add_rule(name + sep + k + "-rest", rest)
-                return res
+            # The oracle's get_recursive_refs, computed once per position instead of once per alternate: the
+            # rule after optional property j ("<name>-<k_j>-rest") depends on j only, and the oracle's first
+            # alternate adds these rules from the last one back (the later alternates add them again, which
+            # changes nothing: add_rule is idempotent). Same rules, same order, linear time, no recursion.
+            n_opt = len(optional_props)
 
-            rule += " | ".join(recursive_refs(optional_props[i:], False) for i in range(len(optional_props)))
+            def comma_ref(k: str) -> str:
+                return '( "," space ' + kv_names[k] + " )"
+
+            rest_refs = [""] * n_opt
+            for j in range(n_opt - 2, -1, -1):
+                nxt = optional_props[j + 1]
+                content = comma_ref(nxt) + ("*" if nxt == "*" else "?")
+                if j + 1 < n_opt - 1:
+                    content += " " + rest_refs[j + 1]
+                rest_refs[j] = self.add_rule(name + sep + optional_props[j] + "-rest", content)
+            alts = []
+            for i, k in enumerate(optional_props):
+                alt = kv_names[k] + (" " + comma_ref(k) + "*" if k == "*" else "")
+                if i < n_opt - 1:
+                    alt += " " + rest_refs[i]
+                alts.append(alt)
+            rule += " | ".join(alts)
             if required_props:
                 rule += " )"
             rule += " )?"
@@ -996,6 +1045,17 @@ class Converter:
         return self.add_rule(rule_name, self.object_rule(properties, required, name, None))
 
     def visit(self, node: Node, name: str) -> str:
+        self.depth += 1
+        try:
+            if self.depth > MAX_SCHEMA_DEPTH:
+                raise _RuntimeSchemaError(DEPTH_MESSAGE)
+            return self._visit(node, name)
+        except RecursionError:
+            raise _RuntimeSchemaError(DEPTH_MESSAGE) from None
+        finally:
+            self.depth -= 1
+
+    def _visit(self, node: Node, name: str) -> str:
         rule_name = name + "-" if name in RESERVED_NAMES else (name or "root")
         sub_name = name + ("-" if name else "")
         k = node.kind

@@ -26,7 +26,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import GGUFError, GGUFTruncated
+from ..errors import GGUFError, GGUFTruncated, ModelFileChanged
+from . import _mapguard
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -488,6 +489,9 @@ class GGUFFile:
             self._fh.close()
             raise
         self.size = size
+        # a read past the end of a file cut under the map faults (SIGBUS): the guard turns it into zeros and a
+        # flag that check_mapping() reports
+        self._guard = _mapguard.watch(self._mm, self.path)
         try:
             self.header = parse_header(self._mm, size)
         except BaseException:
@@ -527,13 +531,26 @@ class GGUFFile:
         """The mmap itself (read-only), for compiled code that takes pointers into it."""
         return self._mm
 
+    def check_mapping(self) -> None:
+        """Raise ModelFileChanged when a read of the map faulted since it was opened (the file was cut under it:
+        the guard answered that read, and every later one, with zeros). What was computed from the map since then
+        is garbage; the caller throws it away. A file rewritten in place without a fault is not seen here: its
+        identity (bankml.server.residency) refuses it before the next request."""
+        if self._fh is None:
+            return
+        hit = _mapguard.damaged(self._guard)
+        if hit >= 0:
+            raise ModelFileChanged(self.path, f"a read at offset {hit} went past its end: it was cut")
+
     def close(self) -> None:
         mm = getattr(self, "_mm", None)
         if mm is not None:
             try:
                 mm.close()
+                _mapguard.unwatch(self._guard)
             except BufferError:
-                # numpy views still point into the map; it is unmapped when they are gone
+                # numpy views still point into the map; it is unmapped when they are gone (and stays watched:
+                # a read through those views may still fault)
                 pass
             self._mm = None
         if self._fh is not None:

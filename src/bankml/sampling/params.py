@@ -455,9 +455,9 @@ class _Walk:
                 x = _clamp(x, -FLT_MAX, FLT_MAX)
             elif lo is not None:
                 if hard:
-                    if x < lo or x > hi:
+                    if x < lo or x > hi or _outside(v, kind):
                         raise _FieldError(f"Value must be between {to_string_num(lo, kind)} <= value <= "
-                                          f"{to_string_num(hi, kind)}, but got {to_string_num(x, kind)}")
+                                          f"{to_string_num(hi, kind)}, but got {_as_given(v, x, kind)}")
                 else:
                     x = _clamp(x, lo, hi)
             setattr(self.p, attr, x)
@@ -471,6 +471,31 @@ class _Walk:
 
 class _FieldError(Exception):
     pass
+
+
+_RANGES = {"i32": (-2**31, 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-2**63, 2**63 - 1)}
+
+
+def _outside(v, kind: str) -> bool:
+    """A number the field's C type cannot hold (get<T> would wrap it, or give INT_MIN for a double). Such a
+    value is refused by the hard limits even where llama-server's wrapped value lands inside them
+    (n_predict 4294967301 runs as 5 there): a departure, see docs/grammar.md's "Depth and size limits"."""
+    v = _json_number(v)
+    if kind not in _RANGES or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    lo, hi = _RANGES[kind]
+    if isinstance(v, float):
+        return not (math.isfinite(v) and lo - 1 < v < hi + 1)
+    return not lo <= v <= hi
+
+
+def _as_given(v, x, kind: str) -> str:
+    """The value in the refusal: the request's own number when the C type could not hold it (llama-server
+    prints the wrapped one: n_predict 1000000000000 "but got -727379968"), else std::to_string of the value."""
+    if _outside(v, kind):
+        from bankml.cxx.nljson import dump
+        return dump(_json_number(v))
+    return to_string_num(x, kind)
 
 
 def _clamp(x, lo, hi):

@@ -192,6 +192,7 @@ async def _serve(app, cfg, server) -> int:
                 sockets += more
                 addresses += [a + " (Ollama's address)" for a in where]
         tcp = [s for s in sockets if s.family != socket.AF_UNIX]
+        app.state.listeners = [s.getsockname()[:2] for s in tcp]    # Ollama's Host rule reads them (ollama.cors)
         if tcp:
             cfg.port = tcp[0].getsockname()[1]          # --port 0: the port taken
         for address in addresses:

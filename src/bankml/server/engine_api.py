@@ -10,6 +10,10 @@ Each call goes through the same request step, worker thread, slots and response 
 (bankml.server.api.completion, bankml.server.api.families), so `chat()` returns the object /v1/chat/completions
 would answer (its created, id and timings are this call's). A refusal raises EngineError (a
 bankml.server.http.Refusal) carrying llama-server's status and error body.
+
+The model file is checked before every request, as bankml-serve's residency checks it: a file whose identity
+(device, inode, size, mtime) moved since the load verified it, or whose map faulted (it was cut under the
+engine), is refused with a 500 EngineError; a new Engine verifies the file again.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from .api import completion as api
 from .api.families import COMPLETION, OAI_CHAT, OAI_COMPLETIONS
 from .api.families.base import Family, Reply
 from .generation import Error, Final
+from ..errors import ModelFileChanged
 from .http import Refusal
+from .residency import file_identity
 
 
 class EngineError(Refusal):
@@ -48,6 +54,7 @@ class Engine:
         from .context import ServerContext
         from .flags import parse_flags
         self.ctx = ServerContext.load(parse_flags(list(argv or [])))
+        self._identity = file_identity(self.ctx.path)
         self.ctx.start()
 
     # -- requests
@@ -70,7 +77,18 @@ class Engine:
         return self._stream(dict(body, stream=True), OAI_COMPLETIONS)
 
     # -- plumbing
+    def _check_file(self) -> None:
+        try:
+            self.ctx.model.check_file()
+            if file_identity(self.ctx.path) == self._identity:
+                return
+        except (OSError, ModelFileChanged):
+            pass
+        raise EngineError.of(Refusal(500, f"the model file {self.ctx.path} changed after it was verified; this "
+                                          "engine serves no more requests (a new Engine verifies it again)"))
+
     def _submit(self, body: dict, family: Family):
+        self._check_file()
         try:
             prep = api.prepare(self.ctx, body, family)
         except Refusal as e:

@@ -127,6 +127,7 @@ class ServerConfig:
     cors_origins_explicit: bool = False    # --cors-origins given (else --tools makes the default "localhost")
     ui_mcp_proxy: bool = False             # --ui-mcp-proxy: /cors-proxy (bankml.server.agent.cors_proxy)
     server_tools: list[str] = field(default_factory=list)   # --tools (bankml.server.agent.tools)
+    agent_open: bool = False               # bankml's --agent-open: /tools and /cors-proxy without agent.guard
     endpoint_metrics: bool = False
     endpoint_props: bool = False
     endpoint_slots: bool = True
@@ -407,6 +408,7 @@ _FLAGS = [
     (("--tools",), True, _tools),
     (("-ag", "--agent"), False, _agent(True)),
     (("-no-ag", "--no-agent"), False, _agent(False)),
+    (("--agent-open",), False, _flag("agent_open", True)),
     (("--tools-runtime",), True, _refuse_nonempty("bankml runs --tools on the host only (no tools runtime)")),
     (("--mcp-servers-config",), True, _refuse_nonempty("bankml does not run MCP servers")),
     (("--mcp-servers-json",), True, _refuse_nonempty("bankml does not run MCP servers")),
@@ -759,6 +761,9 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   --ui-mcp-proxy             enable /cors-proxy (--no-ui-mcp-proxy; default: disabled)
   --tools T1,T2 | all        built-in tools at /tools (default: none; makes --cors-origins default localhost)
   -ag, --agent               --tools all and --ui-mcp-proxy (-no-ag: neither)
+  --agent-open               /tools and /cors-proxy as llama-server serves them: any Origin, Host and
+                             Content-Type (default: refused unless the Origin is allowed by --cors-origins,
+                             localhost when not given; the Host is this machine's; a call is JSON)
   --metrics                  enable /metrics
   --props                    enable POST /props
   --slots, --no-slots        GET /slots (default: on)

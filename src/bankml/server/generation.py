@@ -32,6 +32,7 @@ import queue
 import threading
 from dataclasses import dataclass, field
 
+from ..errors import ModelFileChanged
 from .http import Refusal
 from .slots import SlotStats, time_us
 
@@ -304,6 +305,9 @@ def run_completion(ctx, task: CompletionTask) -> None:
             if task.cancelled.is_set():
                 return
             decode_step(ctx, live)
+    except ModelFileChanged as e:   # the file was cut under the map: not a bug, and already said on stderr
+        log.error("generation stopped: %s", e)
+        last = Error(500, str(e), "server_error")
     except Exception as e:          # a bug: answer llama-server's 500 instead of hanging the client
         log.exception("generation failed")
         last = Error(500, str(e) or type(e).__name__, "server_error")

@@ -261,6 +261,9 @@ class LlamaHTTP:
         self.cfg = cfg
         self.ready = ready
         self.collector = collector            # () -> the app's CollectorPolicy, or None
+        from .agent import guard            # (here: both import this module)
+        from .ollama import cors
+        self.guard, self.ollama_cors = guard, cors
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -281,7 +284,14 @@ class LlamaHTTP:
         extra: list[tuple[bytes, bytes]] = [(b"server", b"llama.cpp")]
         cfg = self.cfg
         origin = headers.get("origin", "")
-        if cfg.cors_credentials and cfg.cors_origins == "*":
+        # Ollama's paths: Ollama's browser rules instead (bankml.server.ollama.cors); /tools and /cors-proxy:
+        # never an Origin their guard refuses (bankml.server.agent.guard.withholds_cors)
+        gate = self.ollama_cors.verdict(scope)
+        if gate is not None:
+            extra += gate.headers
+        elif self.guard.withholds_cors(scope, cfg):
+            pass
+        elif cfg.cors_credentials and cfg.cors_origins == "*":
             extra.append((b"access-control-allow-origin", origin.encode("latin-1")))
         elif cfg.cors_origins == "localhost":
             if origin and origin_is_localhost(origin):
@@ -308,7 +318,10 @@ class LlamaHTTP:
             await send_with_headers({"type": "http.response.start", "status": status, "headers": hs})
             await send_with_headers({"type": "http.response.body", "body": body})
 
-        if scope["method"] == "OPTIONS":
+        if gate is not None and gate.status is not None:
+            await gate.send(send_with_headers)
+            return
+        if scope["method"] == "OPTIONS" and gate is None:
             await answer(200, b"", "text/html", [
                 (b"access-control-allow-credentials", b"true" if cfg.cors_credentials else b"false"),
                 (b"access-control-allow-methods", cfg.cors_methods.encode("latin-1")),

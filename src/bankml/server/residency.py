@@ -36,6 +36,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..errors import ModelFileChanged
 from .http import Refusal
 
 log = logging.getLogger("bankml.server")
@@ -428,9 +429,13 @@ class Residency:
         r.identity = None if status == UNLOADED else r.identity
 
     def _same_file(self, r: Resident) -> bool:
+        """The file's identity is the one the load verified, and no read of its map has faulted since."""
+        model = getattr(r.ctx, "model", None)
         try:
+            if model is not None:
+                model.check_file()
             return file_identity(r.path) == r.identity
-        except OSError:
+        except (OSError, ModelFileChanged):
             return False
 
     def _reap(self) -> None:

@@ -25,6 +25,11 @@ Limits (documented in docs/cors_proxy.md): ASGI gives header names lower-cased, 
 the case only when the client sent it lower-case (llama-server forwards the client's case); multipart request
 bodies are refused (llama-server rebuilds them with a random boundary); compressed answers are passed through
 as sent.
+
+bankml's departure (issue 19, finding 6): before the URL is read an enabled /cors-proxy asks
+bankml.server.agent.guard, which refuses (403) a foreign Origin (the default allows localhost origins only, even
+where the server's CORS default is `*`), a foreign Host on a loopback connection and a cross-site request
+without Origin, so no other site reads what the host reaches; `--agent-open` turns that off.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ..http import JSON_TYPE, error_response, feature_disabled
+from . import guard
 
 PREFIX = "x-llama-server-proxy-header-"
 TIMEOUT = 600                 # timeout_read / timeout_write given by proxy_request (seconds)
@@ -588,6 +594,9 @@ async def cors_proxy(request: Request):
     cfg = request.app.state.cfg
     if not cfg.ui_mcp_proxy:
         return feature_disabled()
+    refused = guard.refusal(request, "/cors-proxy")   # bankml's: a foreign page's request, before any connection
+    if refused is not None:
+        return refused
     try:
         query = request.scope.get("query_string", b"").decode("latin-1").split("#", 1)[0]
         url = parse_query(query).get("url", "")

@@ -12,6 +12,10 @@ parameters, defaults, limits, result objects and error texts (docs/tools.md). Er
 format_error_response bodies without the "error" wrapper: 400 for JSON errors (nlohmann's texts), 500 for the
 rest; an unknown tool or stream on a tool that does not stream is a 404, whose body cpp-httplib's error handler
 replaces with llama-server's "File Not Found".
+
+bankml's departure (issue 19, finding 5): before anything else an enabled /tools asks bankml.server.agent.guard,
+which refuses (403) a foreign Origin, a foreign Host on a loopback connection, a cross-site request without
+Origin and a call whose body is not `Content-Type: application/json`; `--agent-open` turns that off.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ...cxx import nljson
 from ...chat.request import _json_value as json_value
 from ...errors import BankmlError
 from ...cxx import ecma_regex
+from . import guard
 from .cors_proxy import ProxyAnswer
 from ..http import JSON_TYPE, NOT_FOUND, dumps, error_body, error_response, feature_disabled, json_response
 
@@ -828,6 +833,9 @@ async def tools_route(request: Request):
     cfg = request.app.state.cfg
     if not cfg.server_tools:
         return feature_disabled()
+    refused = guard.refusal(request, "/tools")     # bankml's: a foreign page's request, before any body is read
+    if refused is not None:
+        return refused
     names = enabled_tools(cfg)
     if request.method != "POST":
         return json_response([tool_json(n) for n in names])

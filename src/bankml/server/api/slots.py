@@ -2,15 +2,16 @@
 post_slots, get_metrics; server-task.cpp to_metrics).
 
 Slot actions run on the worker thread after the tasks before them (llama-server posts them as tasks). A save file
-holds the slot's tokens and its KV cells in bankml's own layout (magic "BKSL"; llama-server's files are not read),
-padded to the size llama-server's file would have, so `n_written` / `n_read` are llama-server's numbers.
+is llama-server b11192's own (llama_state_seq_save_file's layout, bankml.server.slotfile) with bankml's sha256
+trailer after it: llama-server restores bankml's files and bankml restores llama-server's; `n_written` / `n_read`
+are llama-server's numbers (the bytes before the trailer). A restore checks the whole file before it touches the
+slot, and a refusal leaves the slot empty.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 
 from starlette.requests import Request
@@ -18,10 +19,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...cxx import nljson
+from ...errors import ContextFull
+from .. import slotfile
 from ..http import Refusal, error_response, json_response
 from ..routing import context_of, resident_of
-
-_MAGIC = b"BKSL"
 
 log = logging.getLogger("bankml.server")
 
@@ -87,32 +88,32 @@ def validate_filename(name: str) -> bool:
     return True
 
 
-def _meta_bytes(ctx, n: int) -> int:
-    """The bytes llama_state_seq_save_file spends beyond its header, the tokens and the K/V rows (stream and cell
-    counts, per-cell positions and sequence ids, per-layer type and row-size fields), so that bankml's files have
-    llama-server's sizes (n_written / n_read): 24, plus 8 + 24 n_layer + 12 n when the slot holds n > 0 cells."""
-    return 24 + (8 + 24 * ctx.model.hparams.n_layer + 12 * n if n > 0 else 0)
-
-
 def write_atomically(path: str, data: bytes) -> None:
     """A slot file, whole or not at all (bankml.files.write_atomically; its temporary: `.slot-*.tmp`)."""
     from ...files import write_atomically as write
     write(path, data, prefix=".slot-")
 
 
+def _geometry(ctx, slot) -> slotfile.Geometry:
+    """The slot's cache as llama-server's state file describes it: one stream per slot unless the pool is unified
+    (llama_kv_cache's n_stream), the cells' seq_id the slot's id."""
+    unified = ctx.kv_unified or len(ctx.slots.slots) == 1
+    return slotfile.Geometry.of(slot.cache, n_stream=1 if unified else len(ctx.slots.slots),
+                                stream=0 if unified else slot.id, seq_id=slot.id)
+
+
 def _save(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
+    """SERVER_TASK_TYPE_SLOT_SAVE (server-context.cpp:2545): llama_state_seq_save_file's bytes, then bankml's
+    checksum trailer, written in one atomic write (the trailer can never belong to another save's data)."""
     slot = ctx.slots.by_id(slot_id_raw)
     t0 = time.perf_counter()
-    state = slot.cache.save()
-    n = len(slot.tokens)
-    data = (_MAGIC + struct.pack("<II", 1, n) + struct.pack(f"<{n}i", *slot.tokens)
-            + bytes(_meta_bytes(ctx, n)) + state)
+    data, n_written = slotfile.encode(slot.tokens, slot.cache.save(), _geometry(ctx, slot))
     try:
         write_atomically(path, data)
     except OSError as e:                 # llama_state_seq_save_file wrote nothing: llama-server's 500
         log.warning("slot save to %s failed: %s", path, e)
         raise Refusal(500, "Unable to save slot", "server_error") from None
-    return {"id_slot": slot_id_raw, "filename": filename, "n_saved": len(slot.tokens), "n_written": len(data),
+    return {"id_slot": slot_id_raw, "filename": filename, "n_saved": len(slot.tokens), "n_written": n_written,
             "timings": {"save_ms": (time.perf_counter() - t0) * 1000}}
 
 
@@ -120,37 +121,45 @@ class _RestoreError(Exception):
     pass
 
 
+# llama_state_seq_load_file's 0, as the server words it (server-context.cpp:2625)
+_NOT_LOADED = "No available space in KV cache or invalid slot save file"
+
+
 def _restore(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
+    """SERVER_TASK_TYPE_SLOT_RESTORE (server-context.cpp:2595). The whole file is read and checked (bankml's
+    checksum when it has one, llama-server's structure always) before the slot is touched; any refusal leaves the
+    slot empty, as llama-server's prompt_clear does (server-context.cpp:2642)."""
     slot = ctx.slots.by_id(slot_id_raw)
     t0 = time.perf_counter()
     try:
+        geom = _geometry(ctx, slot)
         try:
             with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > slotfile.max_size(geom):
+                    raise _RestoreError(f"invalid slot save file: {size} bytes, more than a slot of this server "
+                                        f"holds ({slotfile.max_size(geom)})")
                 data = f.read()
         except OSError:
-            raise _RestoreError("No available space in KV cache or invalid slot save file") from None
-        if len(data) < 12 or data[:4] != _MAGIC:
-            raise _RestoreError("No available space in KV cache or invalid slot save file")
-        _, n = struct.unpack_from("<II", data, 4)
-        if len(data) < 12 + 4 * n:
-            raise _RestoreError("No available space in KV cache or invalid slot save file")
-        tokens = list(struct.unpack_from(f"<{n}i", data, 12))
-        state = data[12 + 4 * n + _meta_bytes(ctx, n):]
-        if n > slot.n_ctx:
+            raise _RestoreError(_NOT_LOADED) from None
+        try:
+            got = slotfile.parse(data, geom)
+        except slotfile.SlotFileError as e:
+            raise _RestoreError(str(e)) from None
+        tokens = got.tokens
+        if len(tokens) > slot.n_ctx:
             raise _RestoreError("Restored prompt does not fit in the slot context")
         if any(not 0 <= t < ctx.tokenizer.n_vocab for t in tokens):
             raise _RestoreError("Invalid tokens in slot save file")
         try:
-            slot.cache.restore(state)
-        except Exception:
-            raise _RestoreError("No available space in KV cache or invalid slot save file") from None
-        if slot.cache.n_past != n:
-            raise _RestoreError("No available space in KV cache or invalid slot save file")
+            slot.cache.restore(got.state)
+        except (ValueError, ContextFull):
+            raise _RestoreError(_NOT_LOADED) from None
         slot.tokens = tokens
     except _RestoreError:
         slot.clear()
         raise
-    return {"id_slot": slot_id_raw, "filename": filename, "n_restored": len(tokens), "n_read": len(data),
+    return {"id_slot": slot_id_raw, "filename": filename, "n_restored": len(tokens), "n_read": got.n_read,
             "timings": {"restore_ms": (time.perf_counter() - t0) * 1000}}
 
 

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...chat.request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
+from ...cxx import nljson
 from ..routing import chat_options_of, templates_of, tokenizer_of
 
 
@@ -42,7 +43,10 @@ def _error(e: ChatRequestError) -> Response:
 
 def _chat_request(raw: bytes, parse, templates, opt):
     try:
-        body = json.loads(raw)
+        try:
+            body = json.loads(raw)
+        except RecursionError:  # nested past Python's limit: read as nlohmann reads it (no depth limit)
+            body = nljson.loads(raw)
     except ValueError as e:
         # llama-server answers 500 with nlohmann's parse error text; the server's body parser reproduces it
         if parse is not None:

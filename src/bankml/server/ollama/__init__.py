@@ -8,6 +8,8 @@ models as Ollama names and lists them.
     options    Ollama's options (DefaultOptions, FromMap's types, the merge) as llama-server's sampling fields
     prompt     the prompt: chatPrompt's message truncation over the GGUF's chat template, generate's messages,
                raw prompts, the runner's truncation
+    cors       Ollama's browser rules (its CORS over OLLAMA_ORIGINS, its Host check) that bankml.server.http
+               applies on Ollama's paths; it reads an ASGI request's headers and nothing else of HTTP
 
 The routes are bankml.server.api.ollama (chat, generate, version) and bankml.server.api.ollama_models (tags, ps,
 show, create, copy, delete, pull, blobs); the JSON of chat and generate is bankml.server.api.families.ollama.

@@ -21,6 +21,9 @@ unmarshal string into Go struct field ChatRequest.messages of type []api.Message
 first such error is the one returned), and the types with their own UnmarshalJSON run it: api.Duration
 (keep_alive: bankml.server.keep_alive.from_json's messages), api.ThinkValue, api.Message (role lower-cased; an
 error inside a message carries the outer path), api.ImageData (base64), api.PropertyType.
+Nesting: up to Go's 10,000 levels, the next opening bracket being `invalid character '[' exceeded max depth`;
+reading, copying and writing values keep their own stacks; structs inside the same struct type (a ToolProperty's
+anyOf) nest at most MAX_STRUCT_DEPTH (100), bankml's limit.
 
 The result is a dict of the fields the body set (null ones left out), by their JSON names: strings, ints,
 bools, lists, dicts as decoded; `format` (json.RawMessage) as its raw JSON text; `keep_alive` as the JSON value
@@ -232,6 +235,13 @@ def _err(c: int, context: str) -> _Syntax:
 _WS = b" \t\r\n"
 
 
+MAX_DEPTH = 10000  # encoding/json's maxNestingDepth (scanner.go)
+
+
+def c_close(opening: int) -> int:
+    return 0x7D if opening == 0x7B else 0x5D
+
+
 class _Scanner:
     """Go's scanner over the bytes of one value (the Decoder's readValue): raises _Syntax with its message or
     _EOF when the data ends inside the value; returns the end offset of the first value."""
@@ -239,6 +249,7 @@ class _Scanner:
     def __init__(self, data: bytes):
         self.d = data
         self.i = 0
+        self.deepest = 0   # the most containers open at once
 
     def peek(self) -> int:
         if self.i >= len(self.d):
@@ -249,71 +260,70 @@ class _Scanner:
         while self.i < len(self.d) and self.d[self.i] in _WS:
             self.i += 1
 
-    def value(self, context: str = "looking for beginning of value") -> None:
-        self.skip_ws()
-        c = self.peek()
-        if c == ord("{"):
-            self.i += 1
-            self.obj()
-        elif c == ord("["):
-            self.i += 1
-            self.arr()
-        elif c == ord('"'):
-            self.i += 1
-            self.string()
-        elif c == ord("-") or ord("0") <= c <= ord("9"):
-            self.number()
-        elif c in b"tfn":
-            self.literal()
-        else:
-            raise _err(c, context)
-
-    def obj(self) -> None:
-        self.skip_ws()
-        c = self.peek()
-        if c == ord("}"):
-            self.i += 1
-            return
+    def value(self) -> None:
+        """One value, on an explicit stack of the open containers ("{" or "["), as Go's scanner keeps its parse
+        states; an opening bracket past MAX_DEPTH of them is Go's "exceeded max depth" (scanner.go,
+        pushParseState)."""
+        stack: list[int] = []
         while True:
+            self.deepest = max(self.deepest, len(stack))
+            # a value is expected
             self.skip_ws()
             c = self.peek()
-            if c != ord('"'):
-                raise _err(c, "looking for beginning of object key string")
-            self.i += 1
-            self.string()
-            self.skip_ws()
-            c = self.peek()
-            if c != ord(":"):
-                raise _err(c, "after object key")
-            self.i += 1
-            self.value()
-            self.skip_ws()
-            c = self.peek()
-            if c == ord(","):
+            if c in (0x7B, 0x5B):  # { [
+                if len(stack) >= MAX_DEPTH:
+                    raise _err(c, "exceeded max depth")
                 self.i += 1
-                continue
-            if c == ord("}"):
+                stack.append(c)
+                self.skip_ws()
+                c = self.peek()
+                if c == c_close(stack[-1]):
+                    self.i += 1
+                    stack.pop()
+                elif stack[-1] == 0x7B:
+                    self._key()
+                    continue
+                else:
+                    continue
+            elif c == ord('"'):
                 self.i += 1
+                self.string()
+            elif c == ord("-") or ord("0") <= c <= ord("9"):
+                self.number()
+            elif c in b"tfn":
+                self.literal()
+            else:
+                raise _err(c, "looking for beginning of value")
+            # a value ended: close what it ends, until a ',' asks for the next one
+            while stack:
+                self.skip_ws()
+                c = self.peek()
+                top = stack[-1]
+                if c == ord(","):
+                    self.i += 1
+                    if top == 0x7B:
+                        self.skip_ws()
+                        self._key()
+                    break
+                if c == c_close(top):
+                    self.i += 1
+                    stack.pop()
+                    continue
+                raise _err(c, "after object key:value pair" if top == 0x7B else "after array element")
+            if not stack:
                 return
-            raise _err(c, "after object key:value pair")
 
-    def arr(self) -> None:
+    def _key(self) -> None:
+        c = self.peek()
+        if c != ord('"'):
+            raise _err(c, "looking for beginning of object key string")
+        self.i += 1
+        self.string()
         self.skip_ws()
         c = self.peek()
-        if c == ord("]"):
-            self.i += 1
-            return
-        while True:
-            self.value()
-            self.skip_ws()
-            c = self.peek()
-            if c == ord(","):
-                self.i += 1
-                continue
-            if c == ord("]"):
-                self.i += 1
-                return
-            raise _err(c, "after array element")
+        if c != ord(":"):
+            raise _err(c, "after object key")
+        self.i += 1
 
     def string(self) -> None:
         while True:
@@ -382,8 +392,19 @@ class _Scanner:
             self.i += 1
 
 
-def _first_value(data: bytes) -> bytes:
-    """Decoder.Decode's readValue: the bytes of the first value (BindError as Go reports the data)."""
+# Go reads up to MAX_DEPTH levels, and so does bankml (the scanner, the parse of a deep value, _plain and
+# _raw_text keep their own stacks). The one recursive walk left is decoding into a struct inside the same struct
+# type (api.ToolProperty's anyOf): bankml refuses those nested deeper than this (400, the message names the limit):
+# docs/grammar.md, "Depth and size limits".
+MAX_STRUCT_DEPTH = 100
+STRUCT_DEPTH_MESSAGE = (f"request structs nested deeper than {MAX_STRUCT_DEPTH} levels (tool property anyOf) are "
+                        "not supported (bankml's limit)")
+_DEEP = 200  # a value nested deeper than this is parsed on an explicit stack (Python's json would recurse)
+
+
+def _first_value(data: bytes) -> tuple[bytes, int]:
+    """Decoder.Decode's readValue: the bytes of the first value (BindError as Go reports the data), and how many
+    containers it opens at most."""
     s = _Scanner(data)
     s.skip_ws()
     if s.i >= len(data):
@@ -395,7 +416,7 @@ def _first_value(data: bytes) -> bytes:
         raise BindError("unexpected EOF") from None
     except _Syntax as e:
         raise BindError(str(e)) from None
-    return data[start:s.i]
+    return data[start:s.i], s.deepest + 1
 
 
 # --- reading: the decoded value --------------------------------------------------------------------------------
@@ -415,24 +436,82 @@ class _Num:
         self.text = text
 
 
-def _parse(raw: bytes):
+_TOKEN = re.compile(r'\s*(?:([\[\]{}:,])|("(?:[^"\\]|\\.)*")|(true|false|null)|([^\s\[\]{}:,]+))', re.S)
+_LITERAL = {"true": True, "false": False, "null": None}
+
+
+def _parse(raw: bytes, depth: int = 0):
+    """The value of bytes the scanner accepted: numbers as _Num (their text), strings decoded."""
     import json
     text = raw.decode("utf-8", "replace")
-    return json.loads(text, parse_int=_Num, parse_float=_Num, parse_constant=_Num)
+    if depth <= _DEEP:
+        return json.loads(text, parse_int=_Num, parse_float=_Num, parse_constant=_Num)
+    # the same value on explicit stacks: the open containers, and the keys read for the objects among them
+    containers: list = []
+    keys: list[str] = []
+    expect_key = False
+    result = None
+    for m in _TOKEN.finditer(text):
+        punct, string, literal, number = m.groups()
+        if punct == ":":
+            continue
+        if punct == ",":
+            expect_key = isinstance(containers[-1], dict)
+            continue
+        if punct == "[" or punct == "{":
+            containers.append([] if punct == "[" else {})
+            expect_key = punct == "{"
+            continue
+        if punct is not None:  # ] or }
+            v = containers.pop()
+        elif string is not None:
+            v = json.loads(string)
+            if expect_key:
+                keys.append(v)
+                expect_key = False
+                continue
+        elif literal is not None:
+            v = _LITERAL[literal]
+        else:
+            v = _Num(number)
+        if not containers:
+            result = v
+        elif isinstance(containers[-1], dict):
+            containers[-1][keys.pop()] = v
+        else:
+            containers[-1].append(v)
+    return result
 
 
-def _plain(v):
-    """The decoded value as Go's interface{} holds it (numbers as float64; ints kept exact when whole)."""
+def _plain_scalar(v):
     if isinstance(v, _Num):
         f = float(v.text)
         return int(v.text) if re.fullmatch(r"-?\d+", v.text) and abs(f) < 2 ** 63 else f
     if isinstance(v, str):
         return _fix_str(v)
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {_fix_str(k): _plain(x) for k, x in v.items()}
     return v
+
+
+def _plain(v):
+    """The decoded value as Go's interface{} holds it (numbers as float64; ints kept exact when whole); a copy
+    made on an explicit stack."""
+    if not isinstance(v, (list, dict)):
+        return _plain_scalar(v)
+    root: list | dict = [] if isinstance(v, list) else {}
+    todo = [(v, root)]
+    while todo:
+        src, dst = todo.pop()
+        for k, x in (enumerate(src) if isinstance(src, list) else src.items()):
+            if isinstance(x, (list, dict)):
+                y = [] if isinstance(x, list) else {}
+                todo.append((x, y))
+            else:
+                y = _plain_scalar(x)
+            if isinstance(dst, list):
+                dst.append(y)
+            else:
+                dst[_fix_str(k)] = y
+    return root
 
 
 def _json_kind(v) -> str:
@@ -543,6 +622,7 @@ class _Decoder:
         self.saved: _TypeError | Exception | None = None
         self.struct = ""                 # errorContext.Struct's name
         self.stack: list[str] = []       # errorContext.FieldStack
+        self.nesting = 0                 # structs being decoded, one inside the other
 
     def save(self, e) -> None:
         if self.saved is None:
@@ -650,6 +730,15 @@ class _Decoder:
         raise AssertionError(k)
 
     def struct_value(self, v, name: str, gname: str | None = None):
+        self.nesting += 1
+        try:
+            if self.nesting > MAX_STRUCT_DEPTH:
+                raise _Custom(STRUCT_DEPTH_MESSAGE)
+            return self._struct_value(v, name, gname)
+        finally:
+            self.nesting -= 1
+
+    def _struct_value(self, v, name: str, gname: str | None = None):
         gname, fields = gname or STRUCTS[name][0], STRUCTS[name][1]
         if not isinstance(v, dict):
             self.mismatch(v, ("struct", name))
@@ -713,15 +802,38 @@ def _zero(t):
 
 
 def _raw_text(x) -> str:
-    """json.RawMessage: the value's JSON text, compact, numbers as the client wrote them."""
+    """json.RawMessage: the value's JSON text, compact, numbers as the client wrote them (written from an explicit
+    stack of pieces)."""
     import json
-    if isinstance(x, _Num):
-        return x.text
-    if isinstance(x, list):
-        return "[" + ",".join(_raw_text(e) for e in x) + "]"
-    if isinstance(x, dict):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _raw_text(e) for k, e in x.items()) + "}"
-    return json.dumps(x, ensure_ascii=False)
+    out: list[str] = []
+    todo: list = [x]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, _Piece):
+            out.append(item.text)
+        elif isinstance(item, _Num):
+            out.append(item.text)
+        elif isinstance(item, (list, dict)):
+            pieces: list = [_Piece("[" if isinstance(item, list) else "{")]
+            for i, (k, e) in enumerate(enumerate(item) if isinstance(item, list) else item.items()):
+                if i:
+                    pieces.append(_Piece(","))
+                if isinstance(item, dict):
+                    pieces.append(_Piece(json.dumps(k, ensure_ascii=False) + ":"))
+                pieces.append(e)
+            pieces.append(_Piece("]" if isinstance(item, list) else "}"))
+            todo.extend(reversed(pieces))
+        else:
+            out.append(json.dumps(item, ensure_ascii=False))
+    return "".join(out)
+
+
+class _Piece:
+    """literal text in _raw_text's stack (a str there is a JSON string value)"""
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
 
 
 def _message_of(e, gotype: str) -> str:
@@ -774,8 +886,8 @@ def _b64(s: str) -> bytes:
 
 def bind(raw: bytes, struct_name: str) -> dict:
     """ShouldBindJSON(&req) for the api struct `struct_name`: the fields the body set (see the module doc)."""
-    value = _first_value(bytes(raw))
-    parsed = _parse(value)
+    value, depth = _first_value(bytes(raw))
+    parsed = _parse(value, depth)
     dec = _Decoder()
     gname = STRUCTS[struct_name][0]
     if not isinstance(parsed, dict):
@@ -786,6 +898,8 @@ def bind(raw: bytes, struct_name: str) -> dict:
         out = dec.struct_value(parsed, struct_name)
     except _Custom as e:
         raise BindError(str(e)) from None
+    except RecursionError:
+        raise BindError(STRUCT_DEPTH_MESSAGE) from None
     if dec.saved is not None:
         e = dec.saved
         raise BindError(e.text() if isinstance(e, _TypeError) else str(e))
