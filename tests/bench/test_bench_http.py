@@ -7,7 +7,10 @@ included), side by side in one run:
 - "long": /completion of the 484-token prompt (as token ids) with 128 greedy tokens, cache_prompt false;
 - "chat": a one-line /v1/chat/completions with 8 greedy tokens, cache_prompt false (the per-request overhead).
 Both servers' tokens are checked equal. The llama-server rows are skipped with a reason when the oracle build is
-absent. No timing is asserted; the ratios and the load go to extra_info and to PERFORMANCE.md.
+absent. No timing is asserted; the ratios and the load go to extra_info and to PERFORMANCE.md. Where the CPU
+package's energy counter is readable (bankml.server.energy), each row's extra_info also has the package energy
+per generated token over its rounds (`energy_per_token_j`; the whole package, this client included), for both
+servers alike; absent where it is not.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from bankml.server import energy
 from test_bench_engine import N_DECODE, PROMPT, ROOT, _server
 
 pytestmark = pytest.mark.slow
@@ -63,10 +67,15 @@ def test_request(benchmark, servers, case, who):
         assert st == 200, res
         seen.append(res)
 
+    e0 = energy.read()
     benchmark.pedantic(run, rounds=5 if case == "long" else 20, warmup_rounds=1)
+    e1 = energy.read()
     TIMES[who, case] = benchmark.stats.stats.median
     ANSWERS[who, case] = _answer(case, seen[-1])
     benchmark.extra_info.update(median_s=TIMES[who, case], load=os.getloadavg()[0])
+    generated = sum(r["timings"]["predicted_n"] for r in seen)
+    if e0 is not None and e1 is not None and generated:
+        benchmark.extra_info["energy_per_token_j"] = (e1 - e0) / 1e6 / generated
 
 
 def test_http_ratios(benchmark):

@@ -33,6 +33,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..errors import ModelFileChanged
+from . import energy
 from .http import Refusal
 from .slots import SlotStats, time_us
 
@@ -358,6 +359,7 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
     task, slot, stats, params = run.task, run.slot, run.stats, run.params
     tokens = task.tokens
     stats.t_start = time_us()
+    stats.e_start = energy.read()
     pool.metrics.start()
     worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
     P = len(tokens)
@@ -434,6 +436,7 @@ def sample_step(ctx, live: list[_Run], grouped: bool) -> list[_Run]:
         r.stats.n_gen += 1
         if r.stats.n_gen == 1:
             r.stats.t_prompt_last = now
+            r.stats.e_prompt = energy.read()
         r.stats.t_gen_last = now
         piece = tk.token_to_piece(t, t in (params.preserved_tokens or ()))
         probs = r.task.probs(r.task, r.logits, r.sampler, t) if (params.n_probs > 0 and r.task.probs) else None

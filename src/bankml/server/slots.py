@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..cxx.cfloat import f32
+from . import energy
 
 
 def common_prefix(a, b) -> int:
@@ -46,6 +47,9 @@ class SlotStats:
     t_start: int = 0
     t_prompt_last: int = 0
     t_gen_last: int = 0
+    # the package's energy counter (bankml.server.energy, µJ) at t_start and at the first token; None without one
+    e_start: int | None = None
+    e_prompt: int | None = None
 
     def t_prompt_ms(self) -> float:
         return 0.0 if self.t_prompt_last == 0 else (self.t_prompt_last - self.t_start) / 1000.0
@@ -58,7 +62,28 @@ class SlotStats:
     def n_gen_steps(self) -> int:
         return self.n_gen - 1 if self.n_gen > 0 else 0
 
+    def energy_uj(self) -> tuple[int, int] | None:
+        """(prompt, generation) energy of the package in µJ: from the start to the first token, and from the first
+        token to now; None without a meter, or before the first token."""
+        if self.e_start is None or self.e_prompt is None:
+            return None
+        now = energy.read()
+        return None if now is None else (self.e_prompt - self.e_start, now - self.e_prompt)
+
     def to_json(self) -> dict:
+        """llama-server's timings; with a readable energy counter, bankml's three energy fields after them (the
+        package's joules over the prompt and over the generation, and the generation's per step), absent
+        otherwise."""
+        out = self._timings()
+        e = self.energy_uj()
+        if e is not None:
+            steps = self.n_gen_steps()
+            out["prompt_energy_j"] = e[0] / 1e6
+            out["predicted_energy_j"] = e[1] / 1e6
+            out["predicted_energy_per_token_j"] = e[1] / 1e6 / steps if steps > 0 else 0.0
+        return out
+
+    def _timings(self) -> dict:
         t_p, t_g, steps = self.t_prompt_ms(), self.t_gen_ms(), self.n_gen_steps()
         return {
             "cache_n": self.n_prompt_cached,
@@ -207,6 +232,9 @@ class Metrics:
         self.n_decode = 0
         self.n_busy_slots = 0
         self._t_decode = time_us()
+        # the package's energy over finished tasks (µJ); None while no task had a reading
+        self.energy_prompt_uj: int | None = None
+        self.energy_predicted_uj: int | None = None
 
     def prompt_cached(self, n: int) -> None:
         self.n_prompt_cached += n
@@ -231,6 +259,10 @@ class Metrics:
         t_us = 0 if st.t_gen_last == 0 else max(1, st.t_gen_last - st.t_prompt_last)
         self.predict.add(st.n_gen, st.n_gen_steps(), t_us)
         self.predict_bucket.add(st.n_gen, st.n_gen_steps(), t_us)
+        e = st.energy_uj()
+        if e is not None:
+            self.energy_prompt_uj = (self.energy_prompt_uj or 0) + e[0]
+            self.energy_predicted_uj = (self.energy_predicted_uj or 0) + e[1]
 
     def reset_bucket(self) -> None:
         self.prompt_bucket, self.predict_bucket = Bucket(), Bucket()

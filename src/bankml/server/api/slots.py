@@ -259,6 +259,16 @@ def metrics_text(m, n_processing: int = 0) -> str:
     for kind, items in (("counter", counters), ("gauge", gauges)):
         for name, desc, v in items:
             out.append(f"# HELP llamacpp:{name} {desc}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {_num(v)}\n")
+    if m.energy_predicted_uj is not None:       # bankml's own, after llama-server's, with a readable counter only
+        per_token = m.energy_predicted_uj / 1e6 / m.predict.steps if m.predict.steps else 0.0
+        for name, kind, desc, v in (
+                ("prompt_energy_joules_total", "counter", "CPU package energy while prompts were processed",
+                 m.energy_prompt_uj / 1e6),
+                ("predicted_energy_joules_total", "counter", "CPU package energy while tokens were generated",
+                 m.energy_predicted_uj / 1e6),
+                ("predicted_energy_per_token_joules", "gauge", "CPU package energy per generated token",
+                 per_token)):
+            out.append(f"# HELP bankml:{name} {desc}\n# TYPE bankml:{name} {kind}\nbankml:{name} {_num(v)}\n")
     return "".join(out)
 
 
