@@ -146,7 +146,12 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
             app.state.collector = None
             residency.close()
 
-    app = Starlette(routes=_routes(router), lifespan=lifespan, exception_handlers={
+    from .api import gcp
+    try:
+        gcp_params = gcp.Params.from_env()
+    except ValueError:                   # a bad AIP_HTTP_PORT: bankml-serve says so and stops before serving
+        gcp_params = gcp.Params(False, "", "/predict", 8080)
+    app = Starlette(routes=_routes(router) + gcp.make_routes(gcp_params), lifespan=lifespan, exception_handlers={
         404: _no_route, 405: _no_route, Refusal: _refused, BankmlError: _refusal, Exception: _server_error})
     app.state.ctx = None
     app.state.residency = None           # until the lifespan ran: llama-server's 503 "Loading model"
@@ -155,6 +160,11 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     app.state.streams = StreamSessions()
     app.state.parse_json = nljson.loads
     app.state.parse_json_body = _json_error
+    # Vertex AI's routes (AIP_MODE=PREDICTION): /predict takes no lease (each instance takes its own), and the
+    # health alias is /health (bankml.server.routing.ModelScope reads both)
+    app.state.unleased = {("POST", gcp_params.path_predict)} if gcp_params.enabled else set()
+    app.state.route_aliases = ({("GET", gcp_params.path_health): ("GET", "/health")}
+                               if gcp_params.enabled and gcp_params.path_health else {})
     app.add_middleware(ModelScope, residency=lambda: app.state.residency, router=router,
                        autoload=cfg.models_autoload)
     app.state.collector = None

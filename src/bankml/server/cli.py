@@ -163,6 +163,20 @@ async def _serve(app, cfg, server) -> int:
     """The app's lifespan (the model loads, the worker starts), then the listeners, then uvicorn until a signal.
     bankml-serve enters the lifespan itself, before it binds, so that a model that cannot load is one line and
     exit 1 (uvicorn would log a traceback) and no connection waits on a server that will not come up."""
+    from .api import gcp
+    try:
+        gcp_params = gcp.Params.from_env()
+    except ValueError as e:
+        print(f"bankml-serve: {e}", file=sys.stderr)
+        return 1
+    if gcp.conflicts(gcp_params):
+        print(f"bankml-serve: AIP_PREDICT_ROUTE={gcp_params.path_predict} conflicts with an existing llama-server "
+              "route", file=sys.stderr)
+        return 1
+    if gcp_params.enabled and cfg.port != gcp_params.port:
+        log.warning("Google Cloud Platform compat: overriding server port %d with AIP_HTTP_PORT %d", cfg.port,
+                    gcp_params.port)
+        cfg.port = gcp_params.port
     async with contextlib.AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(app.router.lifespan_context(app))

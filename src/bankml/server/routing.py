@@ -101,9 +101,11 @@ class ModelScope:
             await self.app(scope, receive, send)
             return
         key = (scope["method"], scope["path"])
-        if is_ollama(scope["path"]):
+        state = scope["app"].state
+        if is_ollama(scope["path"]) or key in getattr(state, "unleased", ()):
             await self.app(scope, receive, send)
             return
+        key = getattr(state, "route_aliases", {}).get(key, key)
         if not self.router:
             r = self.residency.resolve(None)
             if key in HEALTH or (key in BYPASS_SLEEP and r.status in (LOADED, SLEEPING)) or (
@@ -237,6 +239,14 @@ async def _buffer(receive):
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
+    replay = replay_body(body, receive)
+    replay.original = getattr(receive, "original", receive)
+    return body, replay
+
+
+def replay_body(body: bytes, after):
+    """A receive() that gives `body` whole, then whatever `after()` gives (the client's own receive: its
+    disconnect)."""
     sent = False
 
     async def replay():
@@ -244,9 +254,8 @@ async def _buffer(receive):
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-    replay.original = getattr(receive, "original", receive)
-    return body, replay
+        return await after()
+    return replay
 
 
 async def _answer(send, refusal: Refusal) -> None:
