@@ -115,7 +115,7 @@ def bankml_wrapper(workdir: Path) -> Path:
     return w
 
 
-def run(server: str, out: Path, extra: list[str], force_jinja: bool = True) -> dict:
+def run(server: str, out: Path, extra: list[str], force_jinja: bool = True, files: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="llama-suite-") as tmp:
         tmp = Path(tmp)
         tests = prepare(tmp, str(MODEL), force_jinja)
@@ -126,7 +126,7 @@ def run(server: str, out: Path, extra: list[str], force_jinja: bool = True) -> d
             env["LD_LIBRARY_PATH"] = str(ORACLE_BIN.parent)
         report = tmp / "report.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-               *[f"unit/{f}" for f in FILES], *extra]
+               *[f"unit/{f}" for f in (files or FILES)], *extra]
         rc = subprocess.run(cmd, cwd=tests, env=env).returncode
         if not report.exists():
             raise SystemExit(f"pytest ended with {rc} before writing its report (killed?): no results")
@@ -153,12 +153,19 @@ def main(argv=None) -> int:
     ap.add_argument("--suite-jinja-default", action="store_true",
                     help="keep the suite's own template default (--no-jinja unless a test sets jinja) instead of "
                          "forcing --jinja")
+    ap.add_argument("--files", default="", help="comma-separated test files of unit/ (default: the eleven above; "
+                                                "'all': every test_*.py)")
     ap.add_argument("pytest_args", nargs="*")
     a = ap.parse_args(argv)
+    files = None
+    if a.files == "all":
+        files = sorted(p.name for p in (SRC_TESTS / "unit").glob("test_*.py"))
+    elif a.files:
+        files = a.files.split(",")
     servers = ["oracle", "bankml"] if a.compare else [a.server]
     got = {}
     for s in servers:
-        got[s] = run(s, Path(a.out.format(server=s)), a.pytest_args, not a.suite_jinja_default)
+        got[s] = run(s, Path(a.out.format(server=s)), a.pytest_args, not a.suite_jinja_default, files)
         n = sum(v == "passed" for v in got[s].values())
         print(f"{s}: {n} passed of {len(got[s])}")
     if a.compare:

@@ -17,12 +17,15 @@ The pool is driven by one worker thread (bankml.server.generation); nothing here
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
 from ..cxx.cfloat import f32
 from . import energy
+
+log = logging.getLogger("bankml.server")
 
 
 def common_prefix(a, b) -> int:
@@ -286,6 +289,9 @@ class SlotPool:
         n_ctx_total = ctx.n_ctx_slot if ctx.kv_unified else ctx.n_ctx_slot * ctx.n_slots
         self.prompt_cache = PromptCache(cfg.cache_ram_mib, n_ctx_total) if cfg.cache_ram_mib != 0 else None
         self.cache_idle_slots = cfg.cache_idle_slots and self.prompt_cache is not None
+        if self.cache_idle_slots:
+            # llama-server's debug tag for its own test suite (test_kv_keep_only_active.py), printed at -v
+            log.debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__")
         self.metrics = Metrics(self)
         self.n_processing = 0
 
@@ -326,6 +332,7 @@ class SlotPool:
             if ret is not None:
                 update = True
         if ret is not None and update and completion and self.prompt_cache is not None:
+            log.debug("updating prompt cache")        # server-context.cpp:1643 (b11192), at -v as there
             self.prompt_cache.save(ret)
             if not self.prompt_cache.load(ret, tokens):
                 ret.clear()
@@ -338,9 +345,10 @@ class SlotPool:
         if not self.cache_idle_slots:
             return
         for s in self.slots:
-            if s is active or s.processing or not s.tokens:
+            if s is active or s.processing:
                 continue
-            self.prompt_cache.save(s)
+            if self.prompt_cache.save(s):          # each saved slot trims the cache at once, as there
+                log.debug("slot %d: __TEST_TAG_CACHE_IDLE_SLOT__", s.id)
+                self.prompt_cache.update()
             if self.ctx.kv_unified:
                 s.clear()
-        self.prompt_cache.update()
