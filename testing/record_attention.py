@@ -105,6 +105,7 @@ def record_ops():
 # oracle thread counts past the 1..4 of ops.json: the split-KV chunks (ceil(n_kv/nth) cells, some of them fully
 # masked at small n_kv) and the tiled row chunks (4*nth of them) both follow the count
 MORE_THREADS = (6, 8, 12, 16, 24, 32, 64)
+EXTREME_THREADS = (100, 300, 512)
 
 
 def op_thread_cases():
@@ -158,6 +159,16 @@ def op_thread_cases():
                 continue
             add("q8_0", str(rng.choice(["smollm2", "gemma3"])), nt, nkv, nth, "causal", qscale=0.5,
                 kvscale=float(rng.choice([0.3, 4.0])))
+    # up to ggml's GGML_MAX_N_THREADS (512): split-KV chunks past n_kv (ceil(n_kv/nth) * (nth-1) >= n_kv), and
+    # the tiled branch where fewer rows than threads make nth row chunks (nr = 4 heads x 64 rows < nth)
+    for nth in EXTREME_THREADS:
+        add("f16", "smollm2", 1, 512, nth, "causal")
+        add("f16", "smollm2", 1, 4096, nth, "causal_holes")
+        add("f16", "gemma3", 1, 768, nth, "causal")
+        add("f16", "gemma3", 64, 512, nth, "poison")
+        add("f16", "smollm2", 64, 512, nth, "poison")
+        add("f16", "smollm2", 200, 768, nth, "causal")
+        add("q8_0", "smollm2", 1, 512, nth, "causal", qscale=0.5, kvscale=4.0)
     return cases
 
 
@@ -187,7 +198,7 @@ def record_ops_threads():
     paths = {k: v for k, v in paths.items() if v}
     print(f"ops threads: {len(cases)} cases {paths} in {time.time() - t0:.1f}s")
     return dict(oracle=ORACLE, op="ggml_flash_attn_ext (F16 or Q8_0 K/V, F16 mask, prec F32), oracle thread counts "
-                + " ".join(map(str, MORE_THREADS)), paths=paths, cases=cases)
+                + " ".join(map(str, MORE_THREADS + EXTREME_THREADS)), paths=paths, cases=cases)
 
 
 def record_store():
