@@ -19,7 +19,7 @@ from engine_replay import record_sets, replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 
-RECORDS = ["q4_1", "f16", "q8_0", "f32", "kvq8", "threads"]
+RECORDS = ["q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more"]
 
 
 def _f32_model(q4_1: Path) -> Path:
@@ -62,7 +62,9 @@ def _params():
         for rec in record_sets(name):
             ctx = rec["context"]
             for case in rec["cases"]:
-                out.append(pytest.param(rec, case, id=f"{name}-t{ctx['threads']}-{ctx['cache_type']}-{case['id']}"))
+                mid = "" if name != "threads_more" else rec["model"].rsplit("-", 1)[-1].removesuffix(".gguf") + "-"
+                out.append(pytest.param(rec, case,
+                                        id=f"{name}-{mid}t{ctx['threads']}-{ctx['cache_type']}-{case['id']}"))
     return out
 
 
