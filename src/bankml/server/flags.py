@@ -108,7 +108,7 @@ class ServerConfig:
     """What bankml-serve was asked for, in llama-server's terms (common_params' names where they exist)."""
     model: str | None = None               # -m as given (None: bankml's default model, pulled when missing)
     n_ctx: int = 0                         # -c (0: the model's training context)
-    n_threads: int = -1                    # -t (-1: the physical cores, as cpu_get_num_math)
+    n_threads: int = -1                    # -t (-1: cpu_get_num_math, bankml._cpu.num_math)
     n_threads_batch: int = -1              # -tb (-1: = -t)
     hostnames: list[str] = field(default_factory=lambda: ["127.0.0.1"])   # --host a,b (.sock: a UNIX socket)
     port: int = 8080
@@ -738,7 +738,8 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
 
   -m, --model FNAME          model path (default: bankml's default model, pulled when missing)
   -c, --ctx-size N           context size (default: 0 = the model's training context)
-  -t, --threads N            threads of the llama-server whose bits are reproduced (default: physical cores)
+  -t, --threads N            threads of the llama-server whose bits are reproduced (default: llama-server's,
+                             cpu_get_num_math: the physical cores; <= 0: the logical CPUs)
   -np, --parallel N          slots (default: -1 = auto: 4 slots, unified KV)
   -kvu, --kv-unified         one KV pool for every slot
   -b, --batch-size N         logical batch (default: 2048)
