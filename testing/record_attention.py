@@ -102,6 +102,105 @@ def record_ops():
     return dict(oracle=ORACLE, op="ggml_flash_attn_ext (F16 K/V, F16 mask, prec F32)", paths=paths, cases=cases)
 
 
+# oracle thread counts past the 1..4 of ops.json: the split-KV chunks (ceil(n_kv/nth) cells, some of them fully
+# masked at small n_kv) and the tiled row chunks (4*nth of them) both follow the count
+MORE_THREADS = (6, 8, 12, 16, 24, 32, 64)
+EXTREME_THREADS = (100, 300, 512)
+
+
+def op_thread_cases():
+    """F16 and Q8_0 cases for the oracle thread counts of MORE_THREADS (ops_threads.json)."""
+    cases = []
+    seed = 30000
+    rng = np.random.default_rng(20261203)
+
+    def add(kind, shape, n_tokens, n_kv, nth, mask, **kw):
+        nonlocal seed
+        nh, nhk, dk, dv, scale = SHAPES[shape]
+        if mask in ("causal", "causal_holes") and n_kv < n_tokens:
+            mask = "random"
+        c = dict(kind=kind, seed=seed, shape=shape, n_tokens=n_tokens, n_kv=n_kv, kv_size=n_kv + kw.pop("kv_extra", 0),
+                 n_head=nh, n_head_kv=nhk, dk=dk, dv=dv, scale=scale, qscale=kw.pop("qscale", 2.0), mask=mask, nth=nth,
+                 **kw)
+        cases.append(c)
+        seed += 1
+
+    big = (24, 32, 64)
+    for nth in MORE_THREADS:
+        # the path boundaries
+        for nt in (1, 63, 64, 65):
+            for nkv in (511, 512, 513):
+                if nth in big and nt in (63, 65):
+                    continue
+                add("f16", "smollm2", nt, nkv, nth, "causal")
+        # split-KV: chunk boundaries, fully masked chunks (small n_kv, short causal prefix), every shape
+        for _ in range(6 if nth in big else 12):
+            shape = str(rng.choice(["smollm2", "smollm2", "smollm2", "gemma3", "mha128", "odd80", "odd36"]))
+            nkv = int(rng.choice([512, 513, 520, 600, 768, 1000, 1024, 1500, 2048, 3000, 4096]))
+            add("f16", shape, 1, nkv, nth, str(rng.choice(["causal", "causal", "causal_holes", "random", "finite",
+                                                          "none"])),
+                qscale=float(rng.choice([0.5, 2.0, 6.0])), kv_extra=int(rng.choice([0, 17, 256])))
+        # tiled: the row chunks and the query tiles cut from them; poison shows the partition
+        for _ in range(4 if nth in big else 10):
+            shape = str(rng.choice(["smollm2", "smollm2", "smollm2", "gemma3", "mha128", "odd80"]))
+            nt = int(rng.choice([64, 65, 100, 127, 128, 129, 200, 256, 333, 512]))
+            nkv = int(rng.choice([256, 512, 513, 768, 1024]))
+            if shape == "gemma3" and nt > 200:
+                nt = 129
+            add("f16", shape, nt, nkv, nth, str(rng.choice(["causal", "causal_holes", "blocks", "poison", "poison",
+                                                           "finite"])),
+                qscale=float(rng.choice([0.5, 2.0, 6.0])), kv_extra=int(rng.choice([0, 17])))
+        # one-chunk (no thread dependence, checked anyway)
+        for nt in (1, 2, 17, 63):
+            add("f16", "smollm2", nt, int(rng.choice([256, 300, 511, 1024])), nth, "causal_holes")
+        # Q8_0 cache: always one-chunk
+        for nt, nkv in ((1, 512), (1, 1024), (7, 513), (64, 512), (100, 768)):
+            if nth in big and nt != 1:
+                continue
+            add("q8_0", str(rng.choice(["smollm2", "gemma3"])), nt, nkv, nth, "causal", qscale=0.5,
+                kvscale=float(rng.choice([0.3, 4.0])))
+    # up to ggml's GGML_MAX_N_THREADS (512): split-KV chunks past n_kv (ceil(n_kv/nth) * (nth-1) >= n_kv), and
+    # the tiled branch where fewer rows than threads make nth row chunks (nr = 4 heads x 64 rows < nth)
+    for nth in EXTREME_THREADS:
+        add("f16", "smollm2", 1, 512, nth, "causal")
+        add("f16", "smollm2", 1, 4096, nth, "causal_holes")
+        add("f16", "gemma3", 1, 768, nth, "causal")
+        add("f16", "gemma3", 64, 512, nth, "poison")
+        add("f16", "smollm2", 64, 512, nth, "poison")
+        add("f16", "smollm2", 200, 768, nth, "causal")
+        add("q8_0", "smollm2", 1, 512, nth, "causal", qscale=0.5, kvscale=4.0)
+    return cases
+
+
+def record_ops_threads():
+    cases = op_thread_cases()
+    t0 = time.time()
+    for c in cases:
+        if c["kind"] == "f16":
+            q, k, v, m = make_inputs(c)
+            out = ggml_ops.flash_attn(q, k, v, m, n_kv=c["n_kv"], n_head_kv=c["n_head_kv"],
+                                      scale=np.float32(c["scale"]), nth=c["nth"])
+            c["path"] = path_of(c["n_tokens"], c["n_kv"], c["dv"])
+        else:
+            q, k, v, m = make_q8_inputs(c)
+            nkv, nhk, dk, dv = c["n_kv"], c["n_head_kv"], c["dk"], c["dv"]
+            kc = np.zeros((c["kv_size"], nhk * dk // 32 * 34), np.uint8)
+            vc = np.zeros((c["kv_size"], nhk * dv // 32 * 34), np.uint8)
+            ggml_ops.set_rows(kc, k, np.arange(c["kv_size"]), nth=2, kv_type=ggml_ops.GGML_TYPE_Q8_0)
+            ggml_ops.set_rows(vc, v, np.arange(c["kv_size"]), nth=2, kv_type=ggml_ops.GGML_TYPE_Q8_0)
+            out = ggml_ops.flash_attn(q, kc, vc, m, n_kv=nkv, n_head_kv=nhk, scale=np.float32(c["scale"]),
+                                      nth=c["nth"], kv_type=ggml_ops.GGML_TYPE_Q8_0, dk=dk, dv=dv)
+            c["path"] = "one_chunk"
+        c["sha256"] = sha256(out)
+        c["nan_rows"] = int(np.isnan(out).any(axis=2).sum())
+    paths = {f"{kind} {p}": sum(c["path"] == p and c["kind"] == kind for c in cases)
+             for kind in ("f16", "q8_0") for p in ("one_chunk", "tiled", "split_kv")}
+    paths = {k: v for k, v in paths.items() if v}
+    print(f"ops threads: {len(cases)} cases {paths} in {time.time() - t0:.1f}s")
+    return dict(oracle=ORACLE, op="ggml_flash_attn_ext (F16 or Q8_0 K/V, F16 mask, prec F32), oracle thread counts "
+                + " ".join(map(str, MORE_THREADS + EXTREME_THREADS)), paths=paths, cases=cases)
+
+
 def record_store():
     cases = []
     seed = 5000
@@ -359,6 +458,8 @@ def main(parts):
     OUT.mkdir(parents=True, exist_ok=True)
     if "ops" in parts:
         _dump(OUT / "ops.json", record_ops())
+    if "threads" in parts:
+        _dump(OUT / "ops_threads.json", record_ops_threads())
     if "store" in parts:
         _dump(OUT / "set_rows.json", record_store())
     if "q8" in parts:

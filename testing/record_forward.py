@@ -23,6 +23,10 @@ Sets:
                     8 prompts x (1 + 40)
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
+  threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
+                    set): prompts of 255 and 513 tokens (tiled prefill, a 1-token ubatch past 512, decode steps
+                    crossing n_kv 256 -> 512 and at n_kv 768) x (1 + 4 or 8), and at -t 4, 16, 64 one of 1024
+                    (decode at n_kv 1280); the prompts are kept once
 """
 
 from __future__ import annotations
@@ -130,7 +134,7 @@ def run_case(L: Llama, prompt: list[int], steps: int) -> dict:
 
 
 def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: str = "f16",
-               pick=None) -> dict:
+               pick=None, steps_of=None) -> dict:
     path = derived_f32() if model_key == "f32" else model_path(MODELS[model_key])
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
@@ -140,8 +144,9 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
             prompts = [p for p in prompts if p["id"] in pick]
         cases = []
         for p in prompts:
-            cases.append({"id": p["id"], "prompt": p["prompt"], "steps": steps, **run_case(L, p["prompt"], steps)})
-            print(f"  {name} {p['id']}: {len(p['prompt'])} + {steps}", flush=True)
+            n = steps_of.get(p["id"], steps) if steps_of else steps
+            cases.append({"id": p["id"], "prompt": p["prompt"], "steps": n, **run_case(L, p["prompt"], n)})
+            print(f"  {name} {p['id']}: {len(p['prompt'])} + {n}", flush=True)
     from bankml.models.verify import sha256_file
     rec = {"what": "logits of a whole-prompt llama_decode, then of each greedy decode step",
            "oracle": ORACLE, "model": path.name, "model_sha256": sha256_file(path),
@@ -154,6 +159,24 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
 
 THREAD_PICK = {"text-5", "text-257", "text-513", "text-1024", "text-1500", "random-300"}
 F32_PICK = {"text-1", "text-2", "text-33", "text-65", "text-257", "text-513", "text-1025", "random-7"}
+THREADS_MORE = [("q4_1", t) for t in (4, 6, 8, 12, 16, 24, 32, 64)] + [(m, t) for m in ("q8_0", "f16") for t in (4, 8)]
+THREADS_MORE_STEPS = {"text-255": 4, "text-513": 8, "text-1024": 8}
+THREADS_MORE_LONG = {("q4_1", 4), ("q4_1", 16), ("q4_1", 64)}  # the sets that also run text-1024 (replay time)
+
+
+def record_threads_more() -> dict:
+    sets = []
+    for m, t in THREADS_MORE:
+        pick = set(THREADS_MORE_STEPS) - (set() if (m, t) in THREADS_MORE_LONG else {"text-1024"})
+        sets.append(record_set(f"threads_more-{m}-{t}", m, 8, threads=t, pick=pick, steps_of=THREADS_MORE_STEPS))
+    prompts = {}
+    for rec in sets:  # the same prompts in every set: kept once (tests/engine_replay.py puts them back)
+        for c in rec["cases"]:
+            assert prompts.setdefault(c["id"], c["prompt"]) == c["prompt"]
+            del c["prompt"]
+    return {"prompts": prompts, "sets": sets}
+
+
 KVQ8_PICK = {"text-1", "text-33", "text-64", "text-100", "text-256", "text-257", "text-512", "text-513",
              "text-1025", "text-1500", "random-7", "random-520"}
 
@@ -189,7 +212,7 @@ def record_ops() -> dict:
 
 
 def main(argv: list[str]) -> None:
-    want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads"]
+    want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more"]
     OUT.mkdir(parents=True, exist_ok=True)
     for name in want:
         if name == "ops":
@@ -200,6 +223,8 @@ def main(argv: list[str]) -> None:
             rec = record_set(name, name, 300)
         elif name == "kvq8":
             rec = record_set(name, "q4_1", 120, cache="q8_0", pick=KVQ8_PICK)
+        elif name == "threads_more":
+            rec = record_threads_more()
         elif name == "threads":
             rec = {"sets": [record_set(f"threads-{t}", "q4_1", 100, threads=t, pick=THREAD_PICK) for t in (1, 3)]}
         else:

@@ -14,10 +14,11 @@ from __future__ import annotations
 DEFAULT = ["-m", "$MODEL", "-t", "2", "-c", "4096", "-np", "1", "--jinja", "--reasoning", "off", "--no-webui"]
 
 
-def flags(*extra: str, ctx: str = "4096", np: str = "1") -> list[str]:
+def flags(*extra: str, ctx: str = "4096", np: str = "1", t: str = "2") -> list[str]:
     f = list(DEFAULT)
     f[f.index("-c") + 1] = ctx
     f[f.index("-np") + 1] = np
+    f[f.index("-t") + 1] = t
     return f + list(extra)
 
 
@@ -399,7 +400,29 @@ def sessions() -> list[dict]:
         note="requests as the openai package sends them")
     s += proxy_sessions() + tools_sessions()
     s += n_choices_sessions()
+    s += threads_sessions()
     return s
+
+
+def threads_sessions() -> list[dict]:
+    """llama-server -t 4, 8, 16: the split-KV decode cuts the cache into -t chunks and the tiled prefill its rows
+    into 4 * -t chunks, so the bits follow -t. Prompts of ~450 and ~900 tokens (decode at n_kv 512 and 1024, a
+    prefill of two ubatches), greedy and seeded, with logprobs."""
+    out = []
+    long2 = DOC + "\n\n" + DOC.replace("Rhine", "Danube").replace("North Sea", "Black Sea")
+    for t in ("4", "8", "16"):
+        q1 = [user(DOC + "\nHow long is the Rhine?")]
+        out.append({"name": f"threads_t{t}", "flags": flags(t=t), "note": f"-t {t}: split-KV and tiled attention",
+                    "steps": [
+                        chat(q1, max_tokens=32, logprobs=True, top_logprobs=1),
+                        lambda prev, q1=q1: chat(q1 + [assistant(reply(prev[0])), user("Where does it end?")],
+                                                 max_tokens=24, stream=True),
+                        chat([user(long2 + "\nCompare the two rivers.")], max_tokens=32, temperature=0.8, seed=11,
+                             logprobs=True, top_logprobs=1),
+                        chat([user(long2 + "\nCompare the two rivers.")], max_tokens=32),
+                        chat([user("Write a short story about the sea.")], max_tokens=24, temperature=0.9, seed=5),
+                    ]})
+    return out
 
 
 TOOL_FILES = {

@@ -17,12 +17,18 @@ def row_hash(row: np.ndarray) -> str:
 
 
 def record_sets(name: str) -> list[dict]:
-    """The sets of one record file (a file holds one set, or several under "sets"); [] when it is missing."""
+    """The sets of one record file (a file holds one set, or several under "sets", whose cases may name their
+    prompt from the file's "prompts"); [] when it is missing."""
     p = FORWARD / f"{name}.json"
     if not p.exists():
         return []
     rec = json.loads(p.read_text())
-    return rec["sets"] if "sets" in rec else [rec]
+    sets = rec["sets"] if "sets" in rec else [rec]
+    for s in sets:
+        for c in s["cases"]:
+            if "prompt" not in c:
+                c["prompt"] = rec["prompts"][c["id"]]
+    return sets
 
 
 def replay(model, case: dict, steps: int | None = None) -> int:

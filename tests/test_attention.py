@@ -24,6 +24,7 @@ def _records(name):
 OPS = _records("ops.json")
 STORE = _records("set_rows.json")
 Q8 = _records("q8_0.json")
+MORE_THREADS = _records("ops_threads.json")  # oracle thread counts 6 .. 512
 Q8_FA = [c for c in Q8 if c["kind"] == "fa"]
 Q8_ROT = [c for c in Q8 if c["kind"] == "rotation"]
 Q8_STORE = [c for c in Q8 if c["kind"] == "store"]
@@ -73,6 +74,40 @@ THREADS = [c for c in SMALL if c["path"] != "one_chunk"][::3]
 @pytest.mark.parametrize("case", THREADS, ids=_id)
 def test_flash_attn_bankml_threads_do_not_matter(case, nth):
     assert sha256(_run(case, nth=nth)) == case["sha256"]
+
+
+def _run_q8(c, nth):
+    q, k, v, m = make_q8_inputs(c)
+    nhk, dk, dv = c["n_head_kv"], c["dk"], c["dv"]
+    kc = np.zeros((c["kv_size"], nhk * dk // 32 * 34), np.uint8)
+    vc = np.zeros((c["kv_size"], nhk * dv // 32 * 34), np.uint8)
+    S.store_q8_0(kc, k, np.arange(c["kv_size"]), nth=2)
+    S.store_q8_0(vc, v, np.arange(c["kv_size"]), nth=2)
+    return S.AttentionQ8(c["n_head"], dk, dv, nth=nth)(q, kc, vc, m, c["n_kv"], nhk, np.float32(c["scale"]))
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", MORE_THREADS, ids=lambda c: f"{c['kind']}-{_id(c)}")
+def test_flash_attn_more_oracle_threads(case):
+    # llama-server -t 6 .. 512: the split-KV chunks and the tiled row chunks follow it (bankml runs 2 threads)
+    if case["kind"] == "q8_0":
+        out = _run_q8(case, nth=2)
+    else:
+        assert S.path(case["n_tokens"], case["n_kv"], case["dv"]) == case["path"]
+        out = _run(case, nth=2)
+    assert sha256(out) == case["sha256"]
+    assert int(np.isnan(out).any(axis=2).sum()) == case["nan_rows"]
+
+
+def test_more_oracle_threads_cover_the_paths():
+    by_nth = {}
+    for c in MORE_THREADS:
+        by_nth.setdefault(c["nth"], set()).add((c["kind"], c["path"]))
+    assert set(by_nth) == {6, 8, 12, 16, 24, 32, 64, 100, 300, 512}
+    for nth, paths in by_nth.items():
+        assert {("f16", "tiled"), ("f16", "split_kv"), ("q8_0", "one_chunk")} <= paths
+        assert nth > 64 or ("f16", "one_chunk") in paths
+    assert any(c["nan_rows"] for c in MORE_THREADS if c["path"] == "tiled" and c["nth"] == 16)
 
 
 def test_records_cover_the_paths_and_boundaries():

@@ -19,7 +19,7 @@ from engine_replay import record_sets, replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 
-RECORDS = ["q4_1", "f16", "q8_0", "f32", "kvq8", "threads"]
+RECORDS = ["q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more"]
 
 
 def _f32_model(q4_1: Path) -> Path:
@@ -37,7 +37,7 @@ def models(smollm2_path, smollm2_f16_path, smollm2_q8_0_path):
     paths = {p.name: p for p in (smollm2_path, smollm2_f16_path, smollm2_q8_0_path)}
     if record_sets("f32"):
         paths["smollm2-135m-instruct-f32.gguf"] = _f32_model(smollm2_path)
-    opened = {}
+    opened, hashed = {}, {}
 
     def get(rec):
         ctx = rec["context"]
@@ -46,7 +46,9 @@ def models(smollm2_path, smollm2_f16_path, smollm2_q8_0_path):
             for k in [k for k in opened if k != key]:  # one model open at a time
                 opened.pop(k).close()
             path = paths[rec["model"]]
-            assert sha256_file(path) == rec["model_sha256"]
+            if path not in hashed:  # once a file: several records open the same one
+                hashed[path] = sha256_file(path)
+            assert hashed[path] == rec["model_sha256"]
             opened[key] = Model.open(path, n_ctx=ctx["n_ctx"], oracle_threads=ctx["threads"],
                                      cache_type=ctx["cache_type"])
         return opened[key]
@@ -62,7 +64,9 @@ def _params():
         for rec in record_sets(name):
             ctx = rec["context"]
             for case in rec["cases"]:
-                out.append(pytest.param(rec, case, id=f"{name}-t{ctx['threads']}-{ctx['cache_type']}-{case['id']}"))
+                mid = "" if name != "threads_more" else rec["model"].rsplit("-", 1)[-1].removesuffix(".gguf") + "-"
+                out.append(pytest.param(rec, case,
+                                        id=f"{name}-{mid}t{ctx['threads']}-{ctx['cache_type']}-{case['id']}"))
     return out
 
 

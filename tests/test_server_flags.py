@@ -25,6 +25,35 @@ def test_the_oracle_command_line_parses():
     assert cfg.oracle_threads == 2
 
 
+def test_default_threads_are_cpu_get_num_math():
+    # llama-server's default -t (common_cpu_get_num_math); here no hybrid CPU: the distinct thread_siblings
+    import os
+    from pathlib import Path
+
+    from bankml import _cpu
+    from bankml.server.flags import default_threads
+    sib = set()
+    for cpu in range(os.cpu_count()):
+        p = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings")
+        if not p.exists():
+            break
+        sib.add(p.read_text())
+    if _cpu.hybrid():
+        pytest.skip("a hybrid CPU: the count pins a thread to each CPU")
+    assert default_threads() == _cpu.num_math() == (len(sib) or _cpu.physical_cores())
+    assert parse_flags([]).oracle_threads == default_threads()
+    # the pinned count (used on hybrid parts) takes every other online CPU as a hyper-thread sibling, and
+    # leaves this thread's affinity as it was
+    before = os.sched_getaffinity(0)
+    n_on = os.sysconf("SC_NPROCESSORS_ONLN")
+    assert _cpu.math_cpus_pinned() in ((n_on + 1) // 2, -1)
+    assert os.sched_getaffinity(0) == before
+    # -t 0 or less: std::thread::hardware_concurrency(), the logical CPUs
+    assert parse_flags(["-t", "0"]).oracle_threads == os.cpu_count()
+    assert parse_flags(["-t", "-3", "-tb", str(os.cpu_count())]).n_threads == os.cpu_count()
+    assert parse_flags(["-t", "16"]).oracle_threads == 16
+
+
 def test_values_lists_and_sampling_defaults():
     cfg = parse_flags(["--alias", "b,a", "-a", "c", "--api-key", "k1,k2", "--api-key", "k3", "--temp", "0",
                        "--seed", "-1", "-n", "16", "--metrics", "--no-slots", "--ctx_size", "512"])

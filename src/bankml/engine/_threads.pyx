@@ -11,18 +11,10 @@ def max_threads():
 
 
 def physical_cores():
-    """Distinct thread_siblings sets under /sys: llama.cpp's default -t (cpu_get_num_physical_cores)."""
-    seen = set()
-    cpu = 0
-    while True:
-        p = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings"
-        try:
-            with open(p) as fh:
-                seen.add(fh.read().strip())
-        except OSError:
-            break
-        cpu += 1
-    return len(seen) or (os.cpu_count() or 1)
+    """llama.cpp's cpu_get_num_physical_cores (bankml._cpu.physical_cores: the distinct thread_siblings sets
+    under /sys)."""
+    from .. import _cpu
+    return _cpu.physical_cores()
 
 
 def effective_threads(requested=None):

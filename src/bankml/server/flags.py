@@ -108,7 +108,7 @@ class ServerConfig:
     """What bankml-serve was asked for, in llama-server's terms (common_params' names where they exist)."""
     model: str | None = None               # -m as given (None: bankml's default model, pulled when missing)
     n_ctx: int = 0                         # -c (0: the model's training context)
-    n_threads: int = -1                    # -t (-1: the physical cores, as cpu_get_num_math)
+    n_threads: int = -1                    # -t (-1: cpu_get_num_math, bankml._cpu.num_math)
     n_threads_batch: int = -1              # -tb (-1: = -t)
     hostnames: list[str] = field(default_factory=lambda: ["127.0.0.1"])   # --host a,b (.sock: a UNIX socket)
     port: int = 8080
@@ -171,28 +171,10 @@ class ServerConfig:
 
 
 def default_threads() -> int:
-    """cpu_get_num_math(): the physical cores (on x86 without hybrid cores), at least 1."""
-    try:
-        cores = set()
-        with open("/proc/cpuinfo") as f:
-            phys = core = None
-            for line in f:
-                k, _, v = line.partition(":")
-                k = k.strip()
-                if k == "physical id":
-                    phys = v.strip()
-                elif k == "core id":
-                    core = v.strip()
-                elif not line.strip() and core is not None:
-                    cores.add((phys, core))
-                    phys = core = None
-            if core is not None:
-                cores.add((phys, core))
-        if cores:
-            return len(cores)
-    except OSError:
-        pass
-    return max(1, (os.cpu_count() or 2) // 2)
+    """llama-server's -t when none is given: cpu_get_num_math() (bankml._cpu.num_math: the physical cores, or on
+    a hybrid x86-64 CPU the performance cores as llama.cpp counts them)."""
+    from .. import _cpu
+    return _cpu.num_math()
 
 
 _NUM_PREFIX_INT = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
@@ -234,6 +216,15 @@ def _set(attr, conv=None):
 def _flag(attr, value):
     def apply(cfg, flag, v):
         setattr(cfg, attr, value)
+    return apply
+
+
+def _threads(attr):
+    def apply(cfg, flag, v):
+        # common/arg.cpp: a count of 0 or less is std::thread::hardware_concurrency() (the logical CPUs), not
+        # cpu_get_num_math's default
+        n = _int(flag, v)
+        setattr(cfg, attr, n if n > 0 else (os.cpu_count() or 0))
     return apply
 
 
@@ -384,8 +375,8 @@ def _sleep_idle(cfg, flag, v):
 _FLAGS = [
     (("-m", "--model"), True, _set("model")),
     (("-c", "--ctx-size"), True, _set("n_ctx", _int)),
-    (("-t", "--threads"), True, _set("n_threads", _int)),
-    (("-tb", "--threads-batch"), True, _set("n_threads_batch", _int)),
+    (("-t", "--threads"), True, _threads("n_threads")),
+    (("-tb", "--threads-batch"), True, _threads("n_threads_batch")),
     (("--host",), True, _hosts),
     (("--port",), True, _set("port", _int)),
     (("-np", "--parallel"), True, _set("n_parallel", _int)),
@@ -747,7 +738,8 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
 
   -m, --model FNAME          model path (default: bankml's default model, pulled when missing)
   -c, --ctx-size N           context size (default: 0 = the model's training context)
-  -t, --threads N            threads of the llama-server whose bits are reproduced (default: physical cores)
+  -t, --threads N            threads of the llama-server whose bits are reproduced (default: llama-server's,
+                             cpu_get_num_math: the physical cores; <= 0: the logical CPUs)
   -np, --parallel N          slots (default: -1 = auto: 4 slots, unified KV)
   -kvu, --kv-unified         one KV pool for every slot
   -b, --batch-size N         logical batch (default: 2048)
