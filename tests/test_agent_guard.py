@@ -310,13 +310,13 @@ def test_agent_open_is_a_flag_in_the_help():
 
 
 def test_llama_servers_cors_never_reflects_an_origin_the_guard_refuses(tmp_path):
-    from bankml.server.agent import cors_proxy, tools
+    from bankml.server.agent import cors_proxy, guard, tools
     from bankml.server.http import LlamaHTTP
 
     def served(*flags: str) -> TestClient:
         app = Starlette(routes=tools.routes + cors_proxy.routes)
         app.state.cfg = cfg = parse_flags(list(flags))
-        app.add_middleware(LlamaHTTP, cfg=cfg)
+        app.add_middleware(LlamaHTTP, cfg=cfg, withholds_cors=guard.withholds_cors)
         return TestClient(app, base_url="http://127.0.0.1:8080")
 
     def acao(r):

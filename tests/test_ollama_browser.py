@@ -193,12 +193,13 @@ def app_client(*flags: str, base: str = "http://127.0.0.1:11434", listeners=None
     from bankml.server.api import ollama as ollama_api
     from bankml.server.app import _no_route
     from bankml.server.http import LlamaHTTP
+    from bankml.server.ollama import cors
     cfg = parse_flags(list(flags))
     app = Starlette(routes=ollama_api.routes[:2], exception_handlers={404: _no_route, 405: _no_route})
     app.state.cfg = cfg
     if listeners is not None:
         app.state.listeners = listeners
-    app.add_middleware(LlamaHTTP, cfg=cfg)
+    app.add_middleware(LlamaHTTP, cfg=cfg, browser_gate=cors.verdict)
     return TestClient(app, base_url=base)
 
 

@@ -168,8 +168,11 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     app.add_middleware(ModelScope, residency=lambda: app.state.residency, router=router,
                        autoload=cfg.models_autoload)
     app.state.collector = None
+    from .agent import guard
+    from .ollama import cors as ollama_cors
     app.add_middleware(LlamaHTTP, cfg=cfg, ready=lambda: app.state.residency is not None,
-                       collector=lambda: app.state.collector)
+                       collector=lambda: app.state.collector, browser_gate=ollama_cors.verdict,
+                       withholds_cors=guard.withholds_cors)
     return app
 
 

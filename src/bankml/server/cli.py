@@ -123,7 +123,8 @@ def ollama_address(environ=None) -> tuple[str, int]:
     elif scheme == "https":
         default_port = "443"
     hostport = hostport.split("/", 1)[0]
-    host, port = _split_host_port(hostport)
+    from .ollama.cors import split_host_port
+    host, port = split_host_port(hostport)
     if host is None:
         host, port = "127.0.0.1", default_port
         try:
@@ -138,19 +139,6 @@ def ollama_address(environ=None) -> tuple[str, int]:
     except ValueError:
         n = int(default_port)
     return host or "0.0.0.0", n             # ":PORT": Go's net.Listen takes every interface
-
-
-def _split_host_port(hp: str):
-    """net.SplitHostPort: (host, port), or (None, None) where Go's reports an error."""
-    if hp.startswith("["):
-        end = hp.find("]")
-        if end < 0 or not hp[end + 1:].startswith(":") or ":" in hp[end + 2:]:
-            return None, None
-        return hp[1:end], hp[end + 2:]
-    if hp.count(":") != 1:
-        return None, None
-    host, port = hp.split(":")
-    return host, port
 
 
 def _setup_logging(cfg) -> None:

@@ -256,14 +256,17 @@ class LlamaHTTP:
     `cfg` is the ServerConfig; `ready()` says whether the model is loaded (503 "Loading model" before);
     `collector()` the app's CollectorPolicy (told of each request's begin and end), or None."""
 
-    def __init__(self, app, cfg, ready=lambda: True, collector=lambda: None):
+    def __init__(self, app, cfg, ready=lambda: True, collector=lambda: None, browser_gate=lambda scope: None,
+                 withholds_cors=lambda scope, cfg: False):
         self.app = app
         self.cfg = cfg
         self.ready = ready
         self.collector = collector            # () -> the app's CollectorPolicy, or None
-        from .agent import guard            # (here: both import this module)
-        from .ollama import cors
-        self.guard, self.ollama_cors = guard, cors
+        # the app's browser rules (bankml.server.app passes them): browser_gate(scope), Ollama's verdict on its
+        # own paths (bankml.server.ollama.cors.verdict) or None; withholds_cors(scope, cfg), whether /tools or
+        # /cors-proxy refuse this Origin (bankml.server.agent.guard.withholds_cors)
+        self.browser_gate = browser_gate
+        self.withholds_cors = withholds_cors
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -286,10 +289,10 @@ class LlamaHTTP:
         origin = headers.get("origin", "")
         # Ollama's paths: Ollama's browser rules instead (bankml.server.ollama.cors); /tools and /cors-proxy:
         # never an Origin their guard refuses (bankml.server.agent.guard.withholds_cors)
-        gate = self.ollama_cors.verdict(scope)
+        gate = self.browser_gate(scope)
         if gate is not None:
             extra += gate.headers
-        elif self.guard.withholds_cors(scope, cfg):
+        elif self.withholds_cors(scope, cfg):
             pass
         elif cfg.cors_credentials and cfg.cors_origins == "*":
             extra.append((b"access-control-allow-origin", origin.encode("latin-1")))

@@ -39,10 +39,22 @@ import os
 from dataclasses import dataclass, field
 
 from ..agent import guard
-from ..cli import _split_host_port          # Go's net.SplitHostPort, as envconfig.Host reads OLLAMA_HOST
 from ..routing import is_ollama
 
 log = logging.getLogger("bankml.server")
+
+
+def split_host_port(hp: str):
+    """net.SplitHostPort: (host, port), or (None, None) where Go's reports an error."""
+    if hp.startswith("["):
+        end = hp.find("]")
+        if end < 0 or not hp[end + 1:].startswith(":") or ":" in hp[end + 2:]:
+            return None, None
+        return hp[1:end], hp[end + 2:]
+    if hp.count(":") != 1:
+        return None, None
+    host, port = hp.split(":")
+    return host, port
 
 #: gin-contrib/cors v1.7.2 config.go: the schemas an origin without `*` must start with (DefaultSchemas, and
 #: ExtensionSchemas since Ollama sets AllowBrowserExtensions)
@@ -189,7 +201,7 @@ def _first(scope, name: bytes) -> str:
 
 def _host_of(host: str) -> str:
     """allowedHostsMiddleware's host: net.SplitHostPort's, or the whole Host when Go reports an error."""
-    name, _ = _split_host_port(host)
+    name, _ = split_host_port(host)
     return host if name is None else name
 
 
