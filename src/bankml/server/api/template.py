@@ -1,6 +1,8 @@
-"""llama-server's template endpoints: POST /apply-template and POST /v1/chat/completions/input_tokens.
+"""llama-server's template endpoints: POST /apply-template, POST /v1/chat/completions/input_tokens and POST
+/v1/messages/count_tokens (the Anthropic body rewritten by families.anthropic.convert first; `{"input_tokens": N}`
+without `object`).
 
-Both run the chat request step (bankml.chat.request) exactly as /v1/chat/completions does, so they answer with
+All run the chat request step (bankml.chat.request) exactly as /v1/chat/completions does, so they answer with
 the same validation errors; /apply-template returns `{"prompt": ...}`, input_tokens counts the prompt's tokens
 (tokenized with add_special and parse_special, as llama-server's tokenize_mixed does) and returns
 `{"input_tokens": N, "object": "response.input_tokens"}`.
