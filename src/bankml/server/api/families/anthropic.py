@@ -37,9 +37,16 @@ def _value(obj, key, default):
         return default
     if isinstance(default, bool) != isinstance(v, bool):
         return default
-    if isinstance(default, int) and not isinstance(default, bool) and not isinstance(v, int):
-        return default
+    if isinstance(default, int) and not isinstance(default, bool):
+        # get<int>: a number converts (a float is cut toward zero), anything else is the default
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
     return v
+
+
+def _any(obj, key, default):
+    """json_value with a json default: obj[key] of any type when present and not null."""
+    v = obj.get(key) if isinstance(obj, dict) else None
+    return default if v is None else v
 
 
 def _billing(s: str) -> str:
@@ -118,7 +125,7 @@ def _message(msg) -> list:
         elif kind == "tool_use":
             calls.append({"id": _value(block, "id", ""), "type": "function",
                           "function": {"name": _value(block, "name", ""),
-                                       "arguments": dumps(_value(block, "input", {})).decode()}})
+                                       "arguments": dumps(_any(block, "input", {})).decode()}})
         elif kind == "tool_result":
             results.append(_tool_result(block))
     out = []
