@@ -1,6 +1,8 @@
-"""llama-server's template endpoints: POST /apply-template and POST /v1/chat/completions/input_tokens.
+"""llama-server's template endpoints: POST /apply-template, POST /v1/chat/completions/input_tokens and POST
+/v1/messages/count_tokens (the Anthropic body rewritten by families.anthropic.convert first; `{"input_tokens": N}`
+without `object`).
 
-Both run the chat request step (bankml.chat.request) exactly as /v1/chat/completions does, so they answer with
+All run the chat request step (bankml.chat.request) exactly as /v1/chat/completions does, so they answer with
 the same validation errors; /apply-template returns `{"prompt": ...}`, input_tokens counts the prompt's tokens
 (tokenized with add_special and parse_special, as llama-server's tokenize_mixed does) and returns
 `{"input_tokens": N, "object": "response.input_tokens"}`.
@@ -22,6 +24,7 @@ from starlette.routing import Route
 
 from ...chat.request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
 from ...cxx import nljson
+from .families.anthropic import ConversionError, convert
 from ..routing import chat_options_of, templates_of, tokenizer_of
 
 
@@ -41,7 +44,7 @@ def _error(e: ChatRequestError) -> Response:
     return _json(body, e.status)
 
 
-def _chat_request(raw: bytes, parse, templates, opt):
+def _chat_request(raw: bytes, parse, templates, opt, convert=None):
     try:
         try:
             body = json.loads(raw)
@@ -53,20 +56,24 @@ def _chat_request(raw: bytes, parse, templates, opt):
             return None, parse(raw)
         return None, _error(ChatRequestError(f"invalid JSON body: {e}", 500))
     try:
+        if convert is not None:
+            body = convert(body)
         return parse_chat_request(body, templates, opt), None
     except ChatRequestError as e:
         return None, _error(e)
+    except ConversionError as e:      # the Anthropic rewrite's runtime_error: ex_wrapper's 500
+        return None, _error(ChatRequestError(str(e), 500))
 
 
-async def _answer(request: Request, answer) -> Response:
+async def _answer(request: Request, answer, convert=None) -> Response:
     """answer(the chat request) -> the Response, with the body's parse and the chat step, on a worker thread."""
     raw = await request.body()
     parse = getattr(request.app.state, "parse_json_body", None)
     templates, opt = templates_of(request), chat_options_of(request) or ServerChatOptions()
-    tok = tokenizer_of(request) if answer is _count else None
+    tok = tokenizer_of(request) if answer in (_count, _count_anthropic) else None
 
     def run():
-        req, err = _chat_request(raw, parse, templates, opt)
+        req, err = _chat_request(raw, parse, templates, opt, convert)
         return err if err is not None else answer(req, tok)
     return await run_in_threadpool(run)
 
@@ -80,6 +87,11 @@ def _count(req, tok) -> Response:
     return _json({"input_tokens": n, "object": "response.input_tokens"})
 
 
+def _count_anthropic(req, tok) -> Response:
+    # handle_count_tokens for TASK_RESPONSE_TYPE_ANTHROPIC (server-context.cpp:5488-5534): no "object" key
+    return _json({"input_tokens": len(tok.tokenize(req.prompt, add_special=True, parse_special=True))})
+
+
 async def apply_template(request: Request) -> Response:
     return await _answer(request, _prompt)
 
@@ -88,7 +100,13 @@ async def input_tokens(request: Request) -> Response:
     return await _answer(request, _count)
 
 
+async def anthropic_count_tokens(request: Request) -> Response:
+    """POST /v1/messages/count_tokens: the Anthropic body rewritten as /v1/messages rewrites it, then counted."""
+    return await _answer(request, _count_anthropic, convert)
+
+
 routes = [
     Route("/apply-template", apply_template, methods=["POST"]),
     Route("/v1/chat/completions/input_tokens", input_tokens, methods=["POST"]),
+    Route("/v1/messages/count_tokens", anthropic_count_tokens, methods=["POST"]),
 ]

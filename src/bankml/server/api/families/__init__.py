@@ -5,6 +5,7 @@ its final object, stream chunks, stream framing, n > 1 merge (and, for chat, its
     COMPLETION     llama's /completion                 (families.completion)
     OAI_COMPLETIONS  OpenAI /v1/completions            (families.oai_completions)
     OAI_CHAT       OpenAI /v1/chat/completions         (families.oai_chat)
+    ANTHROPIC      Anthropic's /v1/messages            (families.anthropic: the body rewritten as an OpenAI chat)
 
     families.ollama  Ollama's /api/chat and /api/generate answers (NDJSON framing, Go's field order); not a TABLE
                    row: bankml.server.api.ollama runs Ollama's own checks and lifecycle before the same tasks
@@ -15,6 +16,7 @@ one TABLE row. Families read generation events; they never import the routes.
 
 from __future__ import annotations
 
+from .anthropic import AnthropicMessages
 from .completion import LlamaCompletion
 from .oai_chat import OAIChat
 from .oai_completions import OAICompletions
@@ -22,10 +24,12 @@ from .oai_completions import OAICompletions
 COMPLETION = LlamaCompletion()
 OAI_COMPLETIONS = OAICompletions()
 OAI_CHAT = OAIChat()
+ANTHROPIC = AnthropicMessages()
 
 #: (paths, family): the POST routes that generate, in mounting order
 TABLE = [
     (("/completion", "/completions"), COMPLETION),
     (("/v1/completions",), OAI_COMPLETIONS),
     (("/chat/completions", "/v1/chat/completions"), OAI_CHAT),
+    (("/v1/messages",), ANTHROPIC),
 ]
