@@ -10,14 +10,13 @@ the same validation errors; /apply-template returns `{"prompt": ...}`, input_tok
 The app provides `app.state.template` (bankml.chat.template.ChatTemplates), `app.state.tokenizer` (for input_tokens)
 and optionally `app.state.chat_options` (bankml.chat.request.ServerChatOptions, default: llama-server's with
 `--reasoning off`). `routes` is mounted by the server's app. The parse, the template and the tokenizer run on a
-worker thread (starlette's run_in_threadpool), off the event loop.
+worker thread (bankml.server.http.off_loop), off the event loop.
 """
 
 from __future__ import annotations
 
 import json
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -25,6 +24,7 @@ from starlette.routing import Route
 from ...chat.request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
 from ...cxx import nljson
 from .families.anthropic import ConversionError, convert
+from ..http import off_loop
 from ..routing import chat_options_of, templates_of, tokenizer_of
 
 
@@ -75,7 +75,7 @@ async def _answer(request: Request, answer, convert=None) -> Response:
     def run():
         req, err = _chat_request(raw, parse, templates, opt, convert)
         return err if err is not None else answer(req, tok)
-    return await run_in_threadpool(run)
+    return await off_loop(run)
 
 
 def _prompt(req, tok) -> Response:

@@ -30,11 +30,11 @@ import math
 
 from ...cxx.nljson import JSONParseError, NLError, loads, type_must_be
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..http import off_loop
 from ..routing import tokenizer_of
 
 INT_MIN = -(1 << 31)
@@ -173,7 +173,7 @@ async def _handle(request: Request, fn) -> Response:
     raw = await request.body()
     parse = getattr(request.app.state, "parse_json", None) or loads
     # the parse, the tokenizer and the answer's JSON on a worker thread, off the event loop
-    return await run_in_threadpool(_answer, parse, raw, tokenizer_of(request), fn)
+    return await off_loop(_answer, parse, raw, tokenizer_of(request), fn)
 
 
 async def tokenize(request: Request) -> Response:
