@@ -162,4 +162,11 @@ void bk_fwd_unpack(bk_model_weights *w, bk_layer *layers, int n_layer);
 int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
                   const int32_t *tokens, int32_t n, int32_t pos0);
 
+/* bk_fwd_decode with embeddings on (llama_set_embeddings(ctx, true)): every token is an output, and the final
+ * norm's output (t_embd) of token i lands at embd + i*n_embd (float[n][n_embd], the caller's); no logits. Each
+ * ubatch's rows are computed as llama.cpp computes them when n_outputs == n_tokens (the last layer over every
+ * column); pooling is the caller's (pool.h). */
+int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                       const int32_t *tokens, int32_t n, int32_t pos0, float *embd);
+
 #endif

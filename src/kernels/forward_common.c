@@ -492,10 +492,18 @@ void bk_fwd_head(const bk_ubatch *u, int ith, int nth) {
     bk_matmul(&w->output, v.base[s], v.col[s], 1, 1, a, b, u->st->logits, u->cfg->n_vocab, NULL, 0);
 }
 
+void bk_fwd_embd_rows(const bk_ubatch *u, int ith, int nth) {
+    const int E = u->cfg->n_embd;
+    for (int t = ith; t < u->n; t += nth) {
+        const int64_t r = (int64_t)t * E;
+        bk_rms_norm_mul_f32(E, u->st->x + r, u->w->output_norm, u->cfg->rms_eps, u->embd + r);
+    }
+}
+
 /* ---------------------------------------------------------------- decode */
 
-int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
-                  const int32_t *tokens, int32_t n, int32_t pos0) {
+static int decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                  const int32_t *tokens, int32_t n, int32_t pos0, float *embd) {
     if (n <= 0 || pos0 < 0 || kv->size > st->kv_max) return BK_FWD_BAD_ARGS;
     if (cfg->arch < 0 || cfg->arch >= BK_ARCH_COUNT) return BK_FWD_BAD_ARGS;
     if ((int64_t)pos0 + n > (int64_t)kv->size) return BK_FWD_CACHE_FULL;
@@ -512,9 +520,21 @@ int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_c
             .cfg = cfg, .w = w, .kv = kv, .st = st, .tokens = tokens + u0, .n = nu, .n_kv = n_kv,
             .want_logits = u0 + nu == n, .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
             .attn_path = bk_attn_f16_path_streams(nu, (int32_t)n_kv, cfg->head_dim, st->multi_stream),
+            .embd = embd ? embd + (int64_t)u0 * cfg->n_embd : NULL,
         };
 #pragma omp parallel num_threads(st->nth)
         graph(&u, omp_get_thread_num(), omp_get_num_threads());
     }
     return BK_FWD_OK;
+}
+
+int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                  const int32_t *tokens, int32_t n, int32_t pos0) {
+    return decode(cfg, w, kv, st, tokens, n, pos0, NULL);
+}
+
+int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                       const int32_t *tokens, int32_t n, int32_t pos0, float *embd) {
+    if (!embd) return BK_FWD_BAD_ARGS;
+    return decode(cfg, w, kv, st, tokens, n, pos0, embd);
 }

@@ -32,6 +32,9 @@ typedef struct bk_ubatch {
     int rot_k;               /* Q8_0 cache: Hadamard size of Q and K (bk_attn_rot_k_size), 0 for no rotation */
     int rot_out;             /* V and the attention output rotate by 64 (a Q8_0 cache with rot_k) */
     int attn_path;           /* F16 cache: the flash-attention path (enum bk_attn_path) */
+    float *embd;             /* NULL, or every token is an output (llama-context.cpp decode with embeddings:
+                              * output_all): the last layer goes on over every column and the final norm's
+                              * output (t_embd) of token t lands at embd + t*n_embd; no logits */
 } bk_ubatch;
 
 /* An architecture's graph of one ubatch (forward_archs.h names one per architecture). */
@@ -87,6 +90,9 @@ void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth);
 /* h = SWIGLU(gate, up) for columns c0 .. c0+nc-1, each thread on the rows of gate/up it computed (its rows start
  * at a multiple of 32: whole quantization blocks), prepared for the down projection's activation type. */
 void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc, int ith, int nth);
+
+/* t_embd = RMS_NORM(x) * output_norm for every token of the ubatch, into u->embd. By tokens. */
+void bk_fwd_embd_rows(const bk_ubatch *u, int ith, int nth);
 
 /* logits = output (RMS_NORM(x) * output_norm) for the ubatch's last token. */
 void bk_fwd_head(const bk_ubatch *u, int ith, int nth);

@@ -17,6 +17,9 @@
  *   logits = output (RMS_NORM(x) * output_norm)    (output = token_embd when the file has no output.weight)
  * The last layer's wo runs over the ubatch's n columns (its MUL_MAT node has n), its FFN and the head over the
  * output row only. A ubatch without the output (want_logits 0) ends with the last layer's K and V.
+ * With embeddings (u->embd) every token is an output: the last layer runs over all n columns like the others,
+ * and t_embd = RMS_NORM(x) * output_norm of every row is the result (src/models/llama.cpp res->t_embd); the head
+ * is not computed (the server reads no logits of an embedding batch).
  */
 #include "forward_common.h"
 
@@ -31,7 +34,7 @@ void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
 
     for (int l = 0; l < cfg->n_layer; l++) {
         const bk_layer *L = &u->w->layers[l];
-        const int last = l == cfg->n_layer - 1;
+        const int last = l == cfg->n_layer - 1 && !u->embd;
         /* the columns that go on after attention: all, or on the last layer the output row only */
         const int64_t c0 = last ? n - 1 : 0;
         const int nc = last ? 1 : n;
@@ -67,5 +70,6 @@ void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
 #pragma omp barrier
     }
 
-    if (u->want_logits) bk_fwd_head(u, ith, nth);
+    if (u->embd) bk_fwd_embd_rows(u, ith, nth);
+    else if (u->want_logits) bk_fwd_head(u, ith, nth);
 }

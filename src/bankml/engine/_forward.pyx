@@ -6,6 +6,8 @@
     _KVCache(forward, n_cells, kv_type, n_swa=0, swa_type="none")   one sequence's cells and K/V
     forward.decode(cache, tokens, pos)    one call into C (GIL released) for every ubatch of the call
     forward.logits_view()                 float32[n_vocab] over the state's logits buffer (no copy)
+    forward.decode_embd(cache, tokens, pos)   decode with embeddings on: (status, float32[n][n_embd] t_embd)
+    pool_mean(rows), embd_normalize(vec, mode)  src/kernels/pool.h
 
 Used only by bankml.engine.model, which validates the arguments (positions, token ids, fit) before calling.
 """
@@ -17,12 +19,14 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
 
 from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACHE_FULL, BK_FWD_NO_MEMORY, BK_FWD_OK,
-                                     bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_pack, bk_fwd_state,
+                                     bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_decode_embd,
+                                     bk_fwd_pack, bk_fwd_state,
                                      bk_fwd_state_alloc, bk_fwd_state_free, bk_fwd_unpack, bk_kv_cache,
                                      bk_kv_cache_alloc, bk_kv_cache_free, bk_layer, bk_model_config, bk_model_weights)
 from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK_SWA_SYMMETRIC, bk_kv_apply_ubatch,
                                 bk_kv_cells_clear, bk_kv_seq_pos_max, bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
+from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean
 
 cnp.import_array()
 
@@ -198,6 +202,48 @@ cdef class _Forward:
             rc = bk_fwd_decode(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], n, pos)
         self.st.multi_stream = 0
         return rc
+
+    def _call_tokens(self, _KVCache cache, tokens):
+        """decode_embd's checks: a non-empty int32 array and a cache this state can run."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        if t.shape[0] == 0:
+            raise ValueError("no tokens")
+        if cache.kv.size > self.st.kv_max:
+            raise ValueError(f"a cache of {cache.kv.size} cells is larger than this state's {self.st.kv_max}")
+        return t
+
+    def decode_embd(self, _KVCache cache, tokens, int pos):
+        """One llama_decode with embeddings on (every token an output): returns (status, float32[n][n_embd], the
+        final norm's output of each token). tokens: int32 array, validated by the caller."""
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] t = self._call_tokens(cache, tokens)
+        cdef int n = t.shape[0]
+        cdef int rc
+        cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((n, self.cfg.n_embd), dtype=np.float32)
+        with nogil:
+            rc = bk_fwd_decode_embd(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], n, pos, &out[0, 0])
+        return rc, out
+
+
+def pool_mean(rows):
+    """Mean pooling of float32[n][n_embd] rows as ggml's MUL_MAT of the transposed rows by 1/n (pool.h)."""
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] r = np.ascontiguousarray(rows, dtype=np.float32)
+    cdef int n = r.shape[0], e = r.shape[1]
+    if n == 0 or e == 0:
+        raise ValueError("no rows to pool")
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] out = np.zeros(e, dtype=np.float32)
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] scratch = np.zeros(2 * n, dtype=np.float32)
+    with nogil:
+        bk_pool_mean(n, e, &r[0, 0], &out[0], &scratch[0])
+    return out
+
+
+def embd_normalize(vec, int mode):
+    """common_embd_normalize of a float32 vector (pool.h): -1 none, 0 max-abs (int16 range), 2 euclidean, p."""
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] v = np.ascontiguousarray(vec, dtype=np.float32)
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] out = np.zeros(v.shape[0], dtype=np.float32)
+    if v.shape[0]:
+        bk_embd_normalize(&v[0], &out[0], v.shape[0], mode)
+    return out
 
 
 cdef class _KVCache:

@@ -11,6 +11,8 @@ outputs), src/llama-kv-cache.cpp (cells).
     model.decode(tokens, pos)      # one llama_decode: logits of the last token
     row = model.logits()           # float32[n_vocab] view, valid until the next decode
     model.truncate(n)              # llama_memory_seq_rm(seq, n, -1)
+    rows = model.embed(tokens, pos)     # decode with embeddings on: float32[n][n_embd] t_embd
+    vec = Model.pool(rows, "mean"); Model.normalize(vec, 2)   # build_pooling, common_embd_normalize
 """
 
 from __future__ import annotations
@@ -268,6 +270,40 @@ class Model:
         whose ubatch holds several sequences' streams (llama-server's n > 1 choices in a non-unified cache); ggml
         then never takes the split-KV attention path, nor does this."""
         cache = cache or self.cache
+        arr = self._checked(tokens, pos, cache)
+        rc = self._fwd.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
+        self._status(rc, cache, arr)
+
+    def embed(self, tokens, pos: int, cache: KVCache | None = None) -> np.ndarray:
+        """One llama_decode with embeddings on (llama_set_embeddings(ctx, true)): every token is an output, its
+        K and V enter the cache as decode's do, and the result is float32[len][n_embd], each token's final norm
+        output (llama.cpp's t_embd, what llama_get_embeddings_ith reads with pooling none). No logits are
+        computed (logits() is stale after it). Same checks and errors as decode."""
+        cache = cache or self.cache
+        arr = self._checked(tokens, pos, cache)
+        rc, rows = self._fwd.decode_embd(cache._c, arr.astype(np.int32), pos)
+        self._status(rc, cache, arr)
+        return rows
+
+    @staticmethod
+    def pool(rows: np.ndarray, pooling: str) -> np.ndarray:
+        """The sequence embedding of one ubatch's rows as build_pooling makes it (src/llama-graph.cpp): "mean"
+        (MUL_MAT by 1/n, ggml's vec_dot_f32 order), "cls" and "rank" (the first token's row: a llama file has no
+        classifier head, so rank's score is its element 0), "last" (the last token's row)."""
+        if pooling == "mean":
+            return _forward.pool_mean(rows)
+        if pooling in ("cls", "rank"):
+            return np.array(rows[0], dtype=np.float32)
+        if pooling == "last":
+            return np.array(rows[-1], dtype=np.float32)
+        raise ValueError(f"pooling {pooling!r}: one of mean, cls, last, rank")
+
+    @staticmethod
+    def normalize(vec: np.ndarray, mode: int) -> np.ndarray:
+        """common_embd_normalize (common/common.cpp): -1 none, 0 max-abs scaled to int16, 2 euclidean, p p-norm."""
+        return _forward.embd_normalize(vec, mode)
+
+    def _checked(self, tokens, pos: int, cache: KVCache) -> np.ndarray:
         arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
             raise ValueError("decode needs a non-empty 1-D sequence of token ids")
@@ -281,10 +317,12 @@ class Model:
             raise PositionMismatch(pos, n_past)
         if pos + arr.size > cache.n_ctx:
             raise ContextFull(n_past, int(arr.size), cache.n_ctx)
-        rc = self._fwd.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
-        self.check_file()               # the file cut under the map: these logits are garbage
+        return arr
+
+    def _status(self, rc: int, cache: KVCache, arr: np.ndarray) -> None:
+        self.check_file()               # the file cut under the map: these results are garbage
         if rc == 2:
-            raise ContextFull(n_past, int(arr.size), cache.n_ctx)
+            raise ContextFull(cache.n_past, int(arr.size), cache.n_ctx)
         if rc != 0:
             raise RuntimeError(f"the forward pass failed with status {rc}")
 

@@ -54,3 +54,5 @@ cdef extern from "forward.h" nogil:
     void bk_fwd_unpack(bk_model_weights *w, bk_layer *layers, int n_layer)
     int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
                       bk_fwd_state *st, const int32_t *tokens, int32_t n, int32_t pos0)
+    int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
+                           bk_fwd_state *st, const int32_t *tokens, int32_t n, int32_t pos0, float *embd)

@@ -1,0 +1,43 @@
+/* Embedding pooling and normalisation (pool.h). */
+#include "pool.h"
+
+#include "floatdot.h"
+
+#include <math.h>
+
+void bk_pool_mean(int n, int n_embd, const float *embd, float *out, float *scratch) {
+    float *col = scratch, *mean = scratch + n;
+    const float d = 1.0f / (float)n;
+    for (int t = 0; t < n; t++) mean[t] = d;
+    for (int e = 0; e < n_embd; e++) {
+        for (int t = 0; t < n; t++) col[t] = embd[(long)t * n_embd + e];
+        out[e] = bk_dot_f32(n, col, mean);
+    }
+}
+
+void bk_embd_normalize(const float *x, float *out, int n, int mode) {
+    double sum = 0.0;
+    switch (mode) {
+    case -1:
+        sum = 1.0;
+        break;
+    case 0:
+        for (int i = 0; i < n; i++)
+            if (sum < fabsf(x[i])) sum = fabsf(x[i]);
+        sum /= 32760.0;
+        break;
+    case 2:
+        for (int i = 0; i < n; i++) {
+            const float sq = x[i] * x[i];
+            sum += sq;
+        }
+        sum = sqrt(sum);
+        break;
+    default:
+        for (int i = 0; i < n; i++) sum += pow((double)fabsf(x[i]), (double)mode);
+        sum = pow(sum, 1.0 / mode);
+        break;
+    }
+    const float norm = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+    for (int i = 0; i < n; i++) out[i] = x[i] * norm;
+}
