@@ -90,8 +90,7 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
     Route(p, _EMBD, methods=["POST"]) for p in ("/embedding", "/embeddings", "/v1/embeddings")] + [
     Route(p, _RERANK, methods=["POST"]) for p in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking")] + [
     Route(p, _LATER, methods=["POST"]) for p in (
-        "/v1/responses", "/responses", "/responses/input_tokens",
-        "/v1/responses/input_tokens", "/v1/audio/transcriptions", "/audio/transcriptions",
+        "/v1/audio/transcriptions", "/audio/transcriptions",
         "/v1/chat/completions/control", "/lora-adapters")] + [
     Route("/lora-adapters", _LATER, methods=["GET"]),
     Route("/chat/completions/input_tokens", template_api.input_tokens, methods=["POST"])]
