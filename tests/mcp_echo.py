@@ -4,7 +4,8 @@
 
 Tools: say (the text back), sum (a + b), oops (an isError result), boom (answers, then exits), nap (sleeps
 `seconds` first), chatty (a notification, a reply with another id and a line that is not JSON before its reply,
-all in one write), parts (two text parts, an image part and a part that is not an object). --grandchild leaves a
+all in one write), parts (two text parts, an image part and a part that is not an object), info (its name:
+as server `get`, its `get_info` collides with the built-in tool). --grandchild leaves a
 child of its own holding stdout and stderr open; --no-tools lists none; --init-error refuses `initialize`.
 Each process counts its calls: `count` answers how many calls it has had (a respawn starts again at 1).
 """
@@ -26,6 +27,7 @@ TOOLS = [
     {"name": "chatty", "description": "Noise before its reply", "inputSchema": {"type": "object"}},
     {"name": "parts", "description": "Several content parts", "inputSchema": {"type": "object"}},
     {"name": "count", "description": "Calls so far", "inputSchema": {"type": "object"}},
+    {"name": "info", "description": "Who answers", "inputSchema": {"type": "object", "properties": {}}},
 ]
 calls = 0
 
@@ -62,6 +64,8 @@ def call(req_id, name, args):
             {"type": "text", "text": "one"}, {"type": "image", "data": "x"}, 5, {"type": "text", "text": "two"}]}}
     if name == "count":
         return text(req_id, str(calls))
+    if name == "info":
+        return text(req_id, "mcp-echo")
     return {"jsonrpc": "2.0", "id": req_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}}
 
 

@@ -1,8 +1,13 @@
 """MCP servers (bankml.server.agent.mcp) and their tools at /tools, against tests/mcp_echo.py (a tiny MCP server
-of our own). The shapes and texts were compared by hand with llama-server b11192 on the same server and config
-(GET /tools, results, isError, content parts, notifications and stale replies, unknown tools, stream refused,
-timeouts, a crash, params that are not an object: identical); llama.cpp's own test_mcp_servers.py runs under
-testing/llama_server_suite.py.
+of our own).
+
+- llama-server b11192's /tools answers over the same MCP servers (tests/oracle/server/mcp.json, recorded by
+  testing/record_mcp.py: listings, results, isError, content parts, noise before a reply, unknown tools, stream
+  refused, params that are not an object, a server that refuses initialize, a name colliding with a built-in
+  tool, bad bodies) replayed on bankml-serve: identical.
+- What depends on timing, on bankml alone: timeouts and stale replies, respawn after a crash, the cooldown,
+  cancel at shutdown, the process group killed; the config's entries and errors.
+- llama.cpp's own test_mcp_servers.py runs under testing/llama_server_suite.py (21 of 21).
 """
 
 from __future__ import annotations
@@ -182,6 +187,23 @@ def test_a_reply_of_the_wrong_types_is_a_json_error(manager, tmp_path):
 
 
 # --- bankml-serve -----------------------------------------------------------------------------------------------
+
+RECORDS = sr.load("mcp.json")
+
+
+@pytest.mark.slow
+@pytest.mark.oracle
+@pytest.mark.parametrize("session", RECORDS, ids=[s["name"] for s in RECORDS])
+def test_mcp_session_replays_identically(session, smollm2_path):
+    from testing.record_mcp import real_flags
+    assert len(session["steps"]) >= 3
+    problems = []
+    with sr.BankmlServe(sr.server_argv(real_flags(session["flags"]), str(smollm2_path))) as srv:
+        for i, step in enumerate(session["steps"]):
+            got = sr.normalize(sr.exchange(srv.port, step["request"]), str(smollm2_path))
+            problems += [f"step {i}: {d}" for d in sr.differences(sr.normalize(step["answer"], ""), got)]
+    assert not problems, "\n".join(problems[:8])
+
 
 def test_bad_config_ends_bankml_serve(smollm2_path):
     p = subprocess.run([sys.executable, "-m", "bankml.server.cli", "-m", str(smollm2_path), "--mcp-servers-json",
