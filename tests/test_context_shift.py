@@ -96,3 +96,20 @@ def test_cells_after_a_shift(smollm2_path):
 def test_context_shift_session_replays_identically(session, smollm2_path):
     problems = sr.replay(session, str(smollm2_path))
     assert not problems, f"{session['name']} ({len(problems)} differences):\n" + "\n".join(problems[:8])
+
+
+def test_context_shift_flag():
+    from bankml.server.flags import parse_flags
+    assert parse_flags([]).ctx_shift is False                                   # common/arg.cpp: off by default
+    assert parse_flags(["--context-shift"]).ctx_shift is True
+    assert parse_flags(["--context-shift", "--no-context-shift"]).ctx_shift is False
+    assert parse_flags([], environ={"LLAMA_ARG_CONTEXT_SHIFT": "1"}).ctx_shift is True
+    assert parse_flags([], environ={"LLAMA_ARG_NO_CONTEXT_SHIFT": "1"}).ctx_shift is False
+
+
+def test_ollama_shift_option():
+    from bankml.server.ollama import options as o
+    d = o.defaults({})
+    assert o.context_shift(d, None) == (True, 4)                     # server/routes.go:520, num_keep 4
+    assert o.context_shift(d, False) == (False, 4)
+    assert o.context_shift(dict(d, num_keep=-7), True) == (True, -1)  # negative: the whole prompt
