@@ -485,8 +485,9 @@ def decode_step(ctx, live: list[_Run]) -> list[_Run]:
     for r in live:
         if r.ctx_shift and len(r.slot.tokens) + 1 >= r.n_ctx:
             if grouped:
+                # send_error + slot.release (server-context.cpp:2928): no prediction metrics for it
                 _release(ctx.slots, r, Error(500, "context shift cannot be used for shared prompt",
-                                             "server_error"), True)
+                                             "server_error"), True, finished=False)
                 continue
             context_shift(ctx, r)
     live = [r for r in live if not r.done]
