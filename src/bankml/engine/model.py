@@ -11,6 +11,7 @@ outputs), src/llama-kv-cache.cpp (cells).
     model.decode(tokens, pos)      # one llama_decode: logits of the last token
     row = model.logits()           # float32[n_vocab] view, valid until the next decode
     model.truncate(n)              # llama_memory_seq_rm(seq, n, -1)
+    model.context_shift(n_keep, n_discard)   # llama-server's context shift (seq_rm + seq_add + K re-rotation)
 """
 
 from __future__ import annotations
@@ -119,9 +120,16 @@ def _weights(desc: arch.Architecture, f: gguf.GGUFFile, n_layer: int) -> dict:
     return weights
 
 
+class CacheState(bytes):
+    """KVCache.save(): the used cells' K and V rows in cell order; `positions` the position each holds (None while
+    cell == position, as before any context shift)."""
+    positions: tuple | None = None
+
+
 class KVCache:
     """One sequence's KV cache (llama-server: one slot's cells): n_ctx cells (a multiple of 256) of K and V for
-    every layer, F16 or Q8_0. The cache holds positions 0 .. n_past-1 (cell == position)."""
+    every layer, F16 or Q8_0. The cache holds positions 0 .. n_past-1: cell == position until a context shift
+    (shift()) moves positions down, after which cells hold them in another order (as llama.cpp's cells do)."""
 
     def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
         if cache_type not in CACHE_TYPES:
@@ -149,6 +157,21 @@ class KVCache:
     def clear(self) -> None:
         self._c.clear()
 
+    def shift(self, n_keep: int, n_discard: int) -> None:
+        """llama-server's context shift (tools/server/server-context.cpp pre_decode, b11192): drop positions
+        [n_keep, n_keep + n_discard) (llama_memory_seq_rm), move the later ones down by n_discard
+        (llama_memory_seq_add up to n_past) and re-rotate every cell's K by its shift (the KV update llama.cpp runs
+        at the next decode: src/llama-kv-cache.cpp build_graph_shift), F16 or Q8_0 (dequantize, rope, requantize)."""
+        n_past = self.n_past
+        if n_keep < 0 or n_discard < 0 or n_keep + n_discard > n_past:
+            raise ValueError(f"a shift of {n_discard} after {n_keep} kept positions of {n_past}")
+        self._c.seq_rm(n_keep, n_keep + n_discard)
+        self._c.seq_add(n_keep + n_discard, n_past, -n_discard)
+
+    def positions(self) -> np.ndarray:
+        """int32[n_ctx]: the position in each cell, -1 when empty."""
+        return self._c.positions()
+
     def state_size(self, n_cells: int = 1) -> int:
         """Bytes of save() for n_cells positions (K and V rows of every layer)."""
         return n_cells * self._c.cell_bytes
@@ -158,9 +181,15 @@ class KVCache:
         layer (llama-kv-cache.cpp state_write_data, b11192); save() holds, per layer, the K rows then the V rows."""
         return self._layout
 
-    def save(self) -> bytes:
-        """The cache's positions 0 .. n_past-1 (K and V rows of every layer), for restore()."""
-        return self._c.state_bytes(self.n_past)
+    def save(self) -> CacheState:
+        """The cache's used cells (K and V rows of every layer) in cell order, for restore(); `positions` of the
+        result is None while cell == position, else the position of each saved cell."""
+        pos = self._c.positions()
+        held = pos[pos >= 0]
+        state = CacheState(self._c.state_bytes(int(held.size)))
+        if not np.array_equal(held, np.arange(held.size)):
+            state.positions = tuple(int(p) for p in held)
+        return state
 
     def restore(self, state: bytes) -> None:
         """Replace the contents with a save() of a cache of the same model and type. A state of the wrong size
@@ -171,7 +200,7 @@ class KVCache:
         n = len(state) // row
         if n > self.n_ctx:
             raise ContextFull(0, n, self.n_ctx)
-        self._c.load_state(state, n)
+        self._c.load_state(state, n, getattr(state, "positions", None))
 
 
 class Model:
@@ -312,6 +341,10 @@ class Model:
     def truncate(self, n: int, cache: KVCache | None = None) -> None:
         """Drop every cached position >= n (llama_memory_seq_rm(seq, n, -1))."""
         (cache or self.cache).truncate(n)
+
+    def context_shift(self, n_keep: int, n_discard: int, cache: KVCache | None = None) -> None:
+        """llama-server's context shift of a sequence: KVCache.shift."""
+        (cache or self.cache).shift(n_keep, n_discard)
 
     def close(self) -> None:
         self._fwd = None

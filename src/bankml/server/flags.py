@@ -114,6 +114,7 @@ class ServerConfig:
     port: int = 8080
     n_parallel: int = -1                   # -np (-1: auto = 4 slots, unified KV)
     kv_unified: bool = False
+    ctx_shift: bool = False                # --context-shift (common_params.ctx_shift, default off)
     n_batch: int = 2048
     n_ubatch: int = 512
     n_predict: int = -1
@@ -429,7 +430,8 @@ _FLAGS = [
     (("--no-warmup",), False, None),
     (("--warmup",), False, None),
     (("-cb", "--cont-batching"), False, None),
-    (("--no-context-shift",), False, None),
+    (("--context-shift",), False, _flag("ctx_shift", True)),     # common/arg.cpp: off by default (b11192)
+    (("--no-context-shift",), False, _flag("ctx_shift", False)),
     (("--cache-prompt",), False, None),
     (("--prefill-assistant",), False, None),
     (("--reasoning-preserve",), False, None),
