@@ -19,9 +19,10 @@ from libc.string cimport memcpy
 from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACHE_FULL, BK_FWD_NO_MEMORY, BK_FWD_OK,
                                      bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_pack, bk_fwd_state,
                                      bk_fwd_state_alloc, bk_fwd_state_free, bk_fwd_unpack, bk_kv_cache,
-                                     bk_kv_cache_alloc, bk_kv_cache_free, bk_layer, bk_model_config, bk_model_weights)
+                                     bk_kv_cache_alloc, bk_kv_cache_alloc_swa, bk_kv_cache_free, bk_layer, bk_model_config,
+                                     bk_model_weights)
 from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK_SWA_SYMMETRIC, bk_kv_apply_ubatch,
-                                bk_kv_cells_clear, bk_kv_seq_pos_max, bk_kv_seq_rm)
+                                bk_kv_cells_clear, bk_kv_seq_pos_max, bk_kv_seq_pos_min, bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
 
 cnp.import_array()
@@ -220,6 +221,15 @@ cdef class _KVCache:
             raise ValueError(f"a {kv_type} KV cache of {n_cells} cells (sliding window {swa_type} {n_swa}) cannot "
                              "be made for this model")
         self.have = True
+        if forward.cfg.n_swa > 0:  # the sliding-window layers' cache (llama_kv_cache_iswa)
+            if kv_type != "f16":
+                raise ValueError(f"a {kv_type} KV cache for a model with sliding-window layers: only f16 is "
+                                 "reproduced by bankml yet")
+            rc = bk_kv_cache_alloc_swa(&self.kv, &forward.cfg, forward.st.n_ubatch)
+            if rc == BK_FWD_NO_MEMORY:
+                raise MemoryError(f"a sliding-window KV cache for {n_cells} cells")
+            if rc != BK_FWD_OK:
+                raise ValueError("the sliding-window KV cache cannot be made for this model")
 
     def __dealloc__(self):
         if self.have:
@@ -247,14 +257,33 @@ cdef class _KVCache:
     def used(self):
         return self.kv.cells.used
 
+    @property
+    def has_swa(self):
+        """The model has sliding-window layers: a second cache of n_swa + n_ubatch cells holds them, and a
+        truncation can leave it without the positions a continuation needs (see seq_rm)."""
+        return self.kv.swa != NULL
+
+    @property
+    def swa_pos_min(self):
+        """The smallest position the sliding-window cache still holds (-1: empty or no such cache)."""
+        if self.kv.swa == NULL:
+            return -1
+        return bk_kv_seq_pos_min(&(<bk_kv_cache *>self.kv.swa).cells)
+
     def seq_rm(self, int p0, int p1=-1):
         bk_kv_seq_rm(&self.kv.cells, p0, p1)
+        if self.kv.swa != NULL:
+            bk_kv_seq_rm(&(<bk_kv_cache *>self.kv.swa).cells, p0, p1)
 
     def clear(self):
         bk_kv_cells_clear(&self.kv.cells)
+        if self.kv.swa != NULL:
+            bk_kv_cells_clear(&(<bk_kv_cache *>self.kv.swa).cells)
 
     def state_bytes(self, int n):
         """Positions 0..n-1: the K and V rows of cells 0..n-1 of every layer (cell == position here)."""
+        if self.kv.swa != NULL:
+            raise ValueError("the state of a cache with sliding-window layers is not reproduced by bankml yet")
         cdef size_t rk = self.kv.k_row_bytes, rv = self.kv.v_row_bytes
         cdef size_t per = <size_t>n * (rk + rv)
         out = bytearray(per * self.kv.n_layer)
@@ -270,6 +299,8 @@ cdef class _KVCache:
 
     def load_state(self, const unsigned char[::1] data, int n):
         """The inverse of state_bytes: cells 0..n-1 hold positions 0..n-1 with these K and V rows."""
+        if self.kv.swa != NULL:
+            raise ValueError("the state of a cache with sliding-window layers is not reproduced by bankml yet")
         cdef size_t rk = self.kv.k_row_bytes, rv = self.kv.v_row_bytes
         cdef size_t per = <size_t>n * (rk + rv)
         cdef int l
