@@ -36,14 +36,8 @@ GEMMA3 = Architecture(
         "n_embd_q": "head_dim * n_head",
         "n_embd_kv": "head_dim * n_head_kv",
     },
-    tensors=(
-        Tensor("token_embd.weight", "embedding", ("n_embd", "n_vocab"), True, "tok_embd"),
-        Tensor("output_norm.weight", "vector", ("n_embd",), True, "output_norm"),
-        Tensor("output.weight", "matrix", ("n_embd", "n_vocab"), False, "output", tied_to="token_embd.weight"),
-        Tensor("blk.{i}.attn_norm.weight", "vector", ("n_embd",), True, "attn_norm"),
-        Tensor("blk.{i}.attn_q.weight", "matrix", ("n_embd", "n_embd_q"), True, "wq"),
-        Tensor("blk.{i}.attn_k.weight", "matrix", ("n_embd", "n_embd_kv"), True, "wk"),
-        Tensor("blk.{i}.attn_v.weight", "matrix", ("n_embd", "n_embd_kv"), True, "wv"),
+    # llama's embedding, head and Q, K, V tensors, then Gemma 3's own
+    tensors=LLAMA.tensors[:7] + (
         Tensor("blk.{i}.attn_q_norm.weight", "vector", ("n_embd_head",), True, "q_norm"),
         Tensor("blk.{i}.attn_k_norm.weight", "vector", ("n_embd_head",), True, "k_norm"),
         Tensor("blk.{i}.attn_output.weight", "matrix", ("n_embd_q", "n_embd"), True, "wo"),
