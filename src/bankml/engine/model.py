@@ -117,6 +117,9 @@ def _weights(desc: arch.Architecture, f: gguf.GGUFFile, n_layer: int) -> dict:
                     continue
                 name = t.tied_to.replace("{i}", str(i))
             (weights["layers"][i] if t.per_layer else weights)[t.slot] = _LOADERS[t.role](f, name)
+    if desc.swa != "none":  # which layers attend through the sliding window
+        for layer, swa in zip(weights["layers"], desc.swa_layers(n_layer)):
+            layer["swa"] = swa
     return weights
 
 
@@ -223,6 +226,11 @@ class Model:
         desc = arch.ARCHITECTURES[hp.arch]
         weights = _weights(desc, file, hp.n_layer)
         config = _config(hp)
+        if desc.swa != "none":  # sliding-window layers: their type (the window is the field n_swa)
+            config["swa_type"] = desc.swa_type
+        # llama-server repacks Q4_K matrices (CPU_REPACK, q4_K_8x8): their bits need the repacked kernels, so
+        # a Q4_K model is always regrouped (docs/kquants.md)
+        regroup = regroup or "Q4_K" in self.weight_types
         self._fwd = _forward._Forward(hp.arch, config, weights, n_ubatch, n_ctx, n_threads, oracle_threads,
                                       regroup)
         if regroup:
