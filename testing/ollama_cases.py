@@ -180,6 +180,24 @@ def sessions() -> list[dict]:
         chat(hist2 + [u("Say goodbye.")], seed=71, num_ctx=256, num_predict=16),
     ], num_ctx=256, note="a second system message in the middle of a history truncated hard")
 
+    # the context shift (shift, default on: server/routes.go:520) at num_ctx 256: generations longer than the
+    # context go on past it, keeping num_keep tokens; with shift false they stop there (done_reason length)
+    long = {"num_ctx": 256, "temperature": 0}
+    add("context_shift", [
+        gen("Once upon a time, in a small village by the sea,", raw=True, options=dict(long, num_predict=330)),
+        gen("Tell me a long story about a dragon.", stream=True, options=dict(long, num_predict=320, num_keep=8,
+                                                                              temperature=0.8, seed=5)),
+        chat([u("Tell me a very long story about a dragon and a knight.")],
+             **dict(long, num_predict=300, num_keep=-1)),
+    ], num_ctx=256, note="shift on (the default): the history shifts when the context fills")
+    off = dict(chat([u("Tell me a very long story about a dragon and a knight.")], **dict(long, num_predict=300)))
+    off["body"] = dict(off["body"], shift=False)
+    add("context_no_shift", [
+        gen("Once upon a time, in a small village by the sea,", raw=True, shift=False,
+            options=dict(long, num_predict=330)),
+        off,
+    ], num_ctx=256, note="shift false: the generation stops when the context is full")
+
     # raw generate: the prompt verbatim to /completion, no template, no context in the answer
     add("raw", [
         gen("<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n", raw=True,

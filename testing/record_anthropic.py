@@ -12,8 +12,6 @@ Anthropic body has no seed field: llama-server's rewrite passes temperature, top
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -21,8 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from testing.oracle import model_path  # noqa: E402
-from testing.record_server import OUT, Ports, play, unstable  # noqa: E402
+from testing.record_server import record_file  # noqa: E402
 from testing.server_sessions import flags, post  # noqa: E402
 
 M = "/v1/messages"
@@ -112,25 +109,7 @@ def sessions() -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--port-base", type=int, default=8191)
-    args = ap.parse_args()
-    model = str(model_path("smollm2"))
-    ports = Ports(args.port_base)
-    out = []
-    for sess in sessions():
-        steps = play(sess, model, ports.next())
-        if not args.no_check:
-            problems = unstable(steps, play(sess, model, ports.next()))
-            if problems:
-                print(f"UNSTABLE {sess['name']}: left out\n  " + "\n  ".join(p[:300] for p in problems[:5]))
-                continue
-        print(f"{sess['name']}: {len(steps)} requests, statuses {[s['answer']['status'] for s in steps]}")
-        out.append({"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps})
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "anthropic.json").write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
-
+    record_file("anthropic.json", sessions(), __doc__, 8191)
 
 if __name__ == "__main__":
     main()

@@ -25,6 +25,10 @@ The rule, per request (the Ollama request: testing/ollama_cases.py):
   prompt text followed by the whole answer text.
 - num_ctx below 4096: the session's server is started with `-c <num_ctx>` (Ollama loads the model with that
   context).
+- shift (server/routes.go:520: on unless the request says false): the runner shifts the history when the
+  context fills, keeping num_keep tokens (runner/llamarunner/runner.go:132-141, cache.go ShiftCacheSlot): the
+  session's server runs with `--context-shift` and each request sends `n_keep` = num_keep (negative: -1, the
+  whole prompt); a session's requests agree on shift.
 
 What is recorded per request: the Ollama request (placeholders resolved), the llama-server generation request,
 the truncation's steps, the answer text (a stream's chunks concatenated), done_reason, prompt_eval_count,
@@ -81,7 +85,16 @@ def sampling_fields(opts: dict) -> dict:
     out = {"n_predict": n}
     out.update({FIELDS[k]: opts[k] for k in FIELDS})
     out["stop"] = list(opts["stop"] or [])
+    out["n_keep"] = max(opts["num_keep"], -1)
     return out
+
+
+def session_shift(session: dict) -> bool:
+    """Whether the session's requests shift the context (server/routes.go:520); they must agree."""
+    shifts = {r["body"].get("shift") is None or bool(r["body"].get("shift")) for r in session["requests"]}
+    if len(shifts) != 1:
+        raise ValueError(f"session {session['name']}: requests with and without shift")
+    return shifts.pop()
 
 
 def response_format(fmt):
@@ -225,6 +238,8 @@ def answer(oracle: Oracle, path: str, body: dict) -> dict:
 def play(session: dict) -> list[dict]:
     base = list(BASE_ARGS)
     base[base.index("-c") + 1] = str(session["num_ctx"])
+    if session_shift(session):
+        base.append("--context-shift")
     out = []
     log = SCRATCH / f"{session['name']}.log"
     with LlamaServer(model_path("smollm2"), base_args=base, log=log) as srv:

@@ -127,6 +127,30 @@ def record_bad(only: set[str], check: bool, ports: Ports, model: str) -> None:
     path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
 
+def record_file(name: str, sessions: list[dict], doc: str, port_base: int, play_session=play) -> None:
+    """The command line of a recorder of one file of sessions (testing/record_anthropic.py,
+    testing/record_responses.py): [--no-check] [--port-base N]; each session played twice (unless --no-check)
+    with `play_session(session, model, port)`, an unstable one left out, the rest written to OUT / name."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--port-base", type=int, default=port_base)
+    args = ap.parse_args()
+    model = str(model_path("smollm2"))
+    ports = Ports(args.port_base)
+    out = []
+    for sess in sessions:
+        steps = play_session(sess, model, ports.next())
+        if not args.no_check:
+            problems = unstable(steps, play_session(sess, model, ports.next()))
+            if problems:
+                print(f"UNSTABLE {sess['name']}: left out\n  " + "\n  ".join(p[:300] for p in problems[:5]))
+                continue
+        print(f"{sess['name']}: {len(steps)} requests, statuses {[s['answer']['status'] for s in steps]}")
+        out.append({"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps})
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / name).write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", default=[], help="record only these sessions / groups (keep the rest)")

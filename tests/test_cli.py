@@ -30,8 +30,7 @@ def tiny(tmp_path):
 
 def test_guard_exit_codes_on_the_real_files(capsys, smollm2_path, gemma3_path, tmp_path):
     assert run(capsys, "guard", str(smollm2_path)) == (0, f"play: {smollm2_path}\n", "")
-    code, out, _ = run(capsys, "guard", str(gemma3_path))
-    assert code == 2 and out.startswith(f"refuse: {gemma3_path}\n  - architecture 'gemma3'")
+    assert run(capsys, "guard", str(gemma3_path)) == (0, f"play: {gemma3_path}\n", "")   # the gemma3 graph
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(smollm2_path.read_bytes()[:5_000_000])
     code, out, _ = run(capsys, "guard", str(cut), "--json")

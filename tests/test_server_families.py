@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bankml
 from bankml.server.api import completion as completion_api
-from bankml.server.api.families import ANTHROPIC, COMPLETION, OAI_CHAT, OAI_COMPLETIONS, TABLE
+from bankml.server.api.families import ANTHROPIC, COMPLETION, OAI_CHAT, OAI_COMPLETIONS, OAI_RESPONSES, TABLE
 from bankml.server.api.families.base import SSE, Family
 from bankml.server.http import Refusal, error_body
 
@@ -13,11 +13,11 @@ from bankml.server.http import Refusal, error_body
 def test_the_table_mounts_every_generation_path_once():
     paths = [p for ps, _ in TABLE for p in ps]
     assert paths == ["/completion", "/completions", "/v1/completions", "/chat/completions", "/v1/chat/completions",
-                     "/v1/messages"]
+                     "/v1/messages", "/v1/responses", "/responses"]
     assert all(isinstance(f, Family) and f.name for _, f in TABLE)
     assert [r.path for r in completion_api.routes] == paths
     assert all(r.methods >= {"POST"} for r in completion_api.routes)
-    assert {f for _, f in TABLE} == {COMPLETION, OAI_COMPLETIONS, OAI_CHAT, ANTHROPIC}
+    assert {f for _, f in TABLE} == {COMPLETION, OAI_COMPLETIONS, OAI_CHAT, ANTHROPIC, OAI_RESPONSES}
 
 
 def test_framings():

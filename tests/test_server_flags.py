@@ -208,8 +208,15 @@ def test_tools_value_is_a_csv_row():
     assert parse_flags(["--webui-mcp-proxy", "--no-webui-mcp-proxy"]).ui_mcp_proxy is False
 
 
-def test_tools_runtime_and_mcp_servers_are_refused():
-    for flag in ("--tools-runtime", "--mcp-servers-config", "--mcp-servers-json"):
-        with pytest.raises(UnsupportedFlag, match=flag):
-            parse_flags([flag, "x"])
-        parse_flags([flag, ""])          # empty: llama-server's default, nothing enabled
+def test_tools_runtime_is_refused():
+    with pytest.raises(UnsupportedFlag, match="--tools-runtime"):
+        parse_flags(["--tools-runtime", "x"])
+    parse_flags(["--tools-runtime", ""])          # empty: llama-server's default, nothing enabled
+
+
+def test_mcp_servers_flags():
+    # bankml.server.agent.mcp reads them when the app is built; like --tools they make the CORS default localhost
+    cfg = parse_flags(["--mcp-servers-config", "a.json", "--mcp-servers-json", "{}"])
+    assert (cfg.mcp_servers_config, cfg.mcp_servers_json, cfg.cors_origins) == ("a.json", "{}", "localhost")
+    assert parse_flags(["--mcp-servers-json", "{}", "--cors-origins", "*"]).cors_origins == "*"
+    assert parse_flags(["--mcp-servers-json", ""]).cors_origins == "*"

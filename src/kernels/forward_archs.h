@@ -3,3 +3,4 @@
  * Included with BK_ARCH defined: forward.h makes the enum of it, forward_common.c the name table and the graph
  * table, forward_common.h the graph functions' declarations. No include guard (it is included several times). */
 BK_ARCH(BK_ARCH_LLAMA, "llama", bk_llama_ubatch)
+BK_ARCH(BK_ARCH_GEMMA3, "gemma3", bk_gemma3_ubatch)

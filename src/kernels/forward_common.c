@@ -6,7 +6,9 @@
 #include "attention.h"
 #include "fp16.h"
 #include "norm.h"
+#include "kquants.h"
 #include "quants.h"
+#include "repack.h"
 #include "rope.h"
 #include "rows8.h"
 
@@ -67,7 +69,29 @@ int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_ce
     return BK_FWD_OK;
 }
 
+int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch) {
+    if (cfg->n_swa == 0 || kv->swa || n_ubatch <= 0) return BK_FWD_BAD_ARGS;
+    /* src/llama-kv-cache-iswa.cpp:73 (b11192), one sequence: GGML_PAD(min(size_base, n_swa + n_ubatch), 256) */
+    uint64_t want = (uint64_t)cfg->n_swa + (uint64_t)n_ubatch;
+    if (want > kv->size) want = kv->size;
+    const uint32_t n = (uint32_t)((want + BK_KV_PAD - 1) / BK_KV_PAD * BK_KV_PAD);
+    bk_kv_cache *s = (bk_kv_cache *)calloc(1, sizeof(bk_kv_cache));
+    if (!s) return BK_FWD_NO_MEMORY;
+    const int rc = bk_kv_cache_alloc(s, cfg, n, kv->type, cfg->n_swa, cfg->swa_type);
+    if (rc != BK_FWD_OK) {
+        free(s);
+        return rc;
+    }
+    kv->swa = s;
+    return BK_FWD_OK;
+}
+
 void bk_kv_cache_free(bk_kv_cache *kv) {
+    if (kv->swa) {
+        bk_kv_cache_free(kv->swa);
+        free(kv->swa);
+        kv->swa = NULL;
+    }
     free(kv->pos_buf);
     free(kv->data);
     kv->pos_buf = NULL;
@@ -86,6 +110,7 @@ uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer) {
 
 static int act_slot(int32_t act_type) {
     switch (act_type) {
+    case BK_TYPE_Q8_K: return BK_ACT_Q8_K;
     case BK_TYPE_F16: return BK_ACT_F16;
     case BK_TYPE_Q8_0: return BK_ACT_Q8_0;
     case BK_TYPE_Q8_1: return BK_ACT_Q8_1;
@@ -95,6 +120,7 @@ static int act_slot(int32_t act_type) {
 
 static const int32_t slot_type[BK_ACT_SLOTS] = {
     [BK_ACT_F32] = BK_TYPE_F32, [BK_ACT_F16] = BK_TYPE_F16, [BK_ACT_Q8_0] = BK_TYPE_Q8_0, [BK_ACT_Q8_1] = BK_TYPE_Q8_1,
+    [BK_ACT_Q8_K] = BK_TYPE_Q8_K,
 };
 
 /* The matrices of a layer, down last (its input has buffers of its own). */
@@ -115,6 +141,10 @@ int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_mo
     st->nth = nth;
     st->oracle_nth = oracle_nth;
     st->theta_scale = bk_rope_theta_scale(cfg->rope_freq_base, cfg->n_rot);
+    const int swa = cfg->n_swa > 0;
+    if (swa)
+        st->theta_scale_swa = bk_rope_theta_scale(cfg->rope_freq_base_swa > 0 ? cfg->rope_freq_base_swa
+                                                                              : cfg->rope_freq_base, cfg->n_rot);
 
     const size_t nu = (size_t)n_ubatch;
     const size_t nq = (size_t)cfg->n_head * cfg->head_dim, nkv = (size_t)cfg->n_head_kv * cfg->head_dim;
@@ -136,7 +166,7 @@ int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_mo
     const size_t attn_q8 = cfg->head_dim % BK_QK ? 0
         : bk_attn_q8_0_scratch_floats(cfg->n_head, cfg->head_dim, cfg->head_dim, max_threads);
 
-    size_t sizes[40];
+    size_t sizes[48];
     int ns = 0;
     sizes[ns++] = up64(nu * cfg->n_embd * 4);                       /* x */
     sizes[ns++] = up64(nu * kmax * 4);                              /* h */
@@ -160,6 +190,11 @@ int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_mo
     sizes[ns++] = up64(nu * 4);                                     /* idxs */
     sizes[ns++] = up64(nu * 4);                                     /* pos */
     sizes[ns++] = up64((attn_floats > attn_q8 ? attn_floats : attn_q8) * 4); /* attention scratch */
+    sizes[ns++] = swa ? up64(nu * cfg->n_embd * 4) : 0;             /* y */
+    sizes[ns++] = swa ? up64(nu * cfg->n_rot * 4) : 0;              /* rope_swa */
+    sizes[ns++] = swa ? up64(nu * kv_max * 2) : 0;                  /* mask_swa */
+    sizes[ns++] = swa ? up64(nu * 4) : 0;                           /* idxs_swa */
+    sizes[ns++] = kmax % BK_QK_K == 0 ? up64(nu * bk_act_row_bytes_q8_K((int32_t)kmax)) : 0; /* act_q4k */
     size_t total = 0;
     for (int i = 0; i < ns; i++) total += sizes[i];
     void *block = NULL;
@@ -169,7 +204,7 @@ int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_mo
     uint8_t *p = (uint8_t *)block;
     int i = 0;
 #define TAKE(field, T) do { st->field = (T)(void *)p; p += sizes[i++]; } while (0)
-#define TAKE_OR_NULL(field) do { st->field = sizes[i] ? p : NULL; p += sizes[i++]; } while (0)
+#define TAKE_OR_NULL(field) do { st->field = sizes[i] ? (void *)p : NULL; p += sizes[i++]; } while (0)
     TAKE(x, float *); TAKE(h, float *); TAKE(q, float *); TAKE(k, float *); TAKE(v, float *);
     TAKE(att, float *); TAKE(gate, float *); TAKE(up, float *); TAKE(logits, float *); TAKE(rope, float *);
     for (int s = 0; s < BK_ACT_SLOTS; s++) {
@@ -179,6 +214,7 @@ int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_mo
     }
     TAKE(scratch, float *);
     TAKE(mask, uint16_t *); TAKE(idxs, uint32_t *); TAKE(pos, int32_t *); TAKE(attn_scratch, float *);
+    TAKE_OR_NULL(y); TAKE_OR_NULL(rope_swa); TAKE_OR_NULL(mask_swa); TAKE_OR_NULL(idxs_swa); TAKE_OR_NULL(act_q4k);
 #undef TAKE_OR_NULL
 #undef TAKE
     return BK_FWD_OK;
@@ -192,6 +228,16 @@ void bk_fwd_state_free(bk_fwd_state *st) {
 /* ---------------------------------------------------------------- regrouped weights */
 
 static int pack_one(bk_matrix *m, int nth) {
+    if (m->type == BK_TYPE_Q4_K) {
+        /* llama-server's CPU_REPACK buffer (docs/kquants.md): q4_K_8x8 when the rows are a multiple of 8 */
+        if (m->x8 || !bk_repack_q4_K_takes(m->m, m->k)) return BK_FWD_OK;
+        void *p = NULL;
+        if (posix_memalign(&p, ALIGN, (size_t)m->m * m->row_bytes)) return BK_FWD_NO_MEMORY;
+#pragma omp parallel num_threads(nth)
+        bk_repack_q4_K_8x8(m->data, p, m->m, m->k, omp_get_thread_num(), omp_get_num_threads());
+        m->x8 = p;
+        return BK_FWD_OK;
+    }
     if ((m->type != BK_TYPE_Q4_1 && m->type != BK_TYPE_Q8_0) || m->m < 8 || m->x8) return BK_FWD_OK;
     const size_t bytes = bk_x8_bytes(m->type, m->m, m->k);
     void *p = NULL;
@@ -355,9 +401,13 @@ void bk_fwd_embed(const bk_ubatch *u, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     bk_fwd_state *st = u->st;
     bk_kv_mask_f16(&u->kv->cells, st->pos, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith, nth);
+    if (u->kv_swa)
+        bk_kv_mask_f16(&u->kv_swa->cells, st->pos, (uint32_t)u->n, u->n_kv_swa, st->mask_swa, st->kv_max, ith, nth);
     for (int t = ith; t < u->n; t += nth) {
         get_row(&u->w->tok_embd, u->tokens[t], st->x + (int64_t)t * cfg->n_embd);
         bk_rope_cache(st->pos[t], cfg->n_rot, st->theta_scale, st->rope + (int64_t)t * cfg->n_rot);
+        if (u->kv_swa)
+            bk_rope_cache(st->pos[t], cfg->n_rot, st->theta_scale_swa, st->rope_swa + (int64_t)t * cfg->n_rot);
     }
 }
 
@@ -365,6 +415,19 @@ void bk_fwd_site(const bk_ubatch *u, const bk_site *s, int ith, int nth) {
     const int nj = n_jobs(s);
     const act_view v = prep_site(u, s, nj, ith, nth);
     run_jobs(&v, s->jobs, nj, s->c0, s->nc, s->n_node, ith, nth);
+}
+
+void bk_fwd_qkv_site(const bk_ubatch *u, int l, int ith, int nth) {
+    const bk_model_config *cfg = u->cfg;
+    const bk_fwd_state *st = u->st;
+    const bk_layer *L = &u->w->layers[l];
+    const int E = cfg->n_embd;
+    const int64_t nq = (int64_t)cfg->n_head * cfg->head_dim, nk = (int64_t)cfg->n_head_kv * cfg->head_dim;
+    bk_fwd_site(u, &(const bk_site){
+        .x = st->x, .x_row = E, .k = E, .norm = L->attn_norm, .c0 = 0, .nc = u->n, .n_node = u->n,
+        .jobs = {{.W = &L->wq, .out = st->q, .out_col = nq},
+                 {.W = &L->wk, .out = st->k, .out_col = nk},
+                 {.W = &L->wv, .out = st->v, .out_col = nk}}}, ith, nth);
 }
 
 void bk_fwd_down_site(const bk_ubatch *u, const bk_site *s, int ith, int nth) {
@@ -505,6 +568,8 @@ void bk_fwd_embd_rows(const bk_ubatch *u, int ith, int nth) {
 static int decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
                   const int32_t *tokens, int32_t n, int32_t pos0, float *embd) {
     if (n <= 0 || pos0 < 0 || kv->size > st->kv_max) return BK_FWD_BAD_ARGS;
+    if ((cfg->n_swa > 0) != (kv->swa != NULL) || (kv->swa && (!st->mask_swa || kv->type != BK_TYPE_F16)))
+        return BK_FWD_BAD_ARGS;
     if (cfg->arch < 0 || cfg->arch >= BK_ARCH_COUNT) return BK_FWD_BAD_ARGS;
     if ((int64_t)pos0 + n > (int64_t)kv->size) return BK_FWD_CACHE_FULL;
     const bk_ubatch_graph graph = arch_graphs[cfg->arch];
@@ -514,13 +579,24 @@ static int decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_c
         const int nu = n - u0 < st->n_ubatch ? n - u0 : st->n_ubatch;
         for (int t = 0; t < nu; t++) st->pos[t] = pos0 + u0 + t;
         if (bk_kv_find_slot(&kv->cells, st->pos, (uint32_t)nu, st->idxs) != 0) return BK_FWD_CACHE_FULL;
+        /* llama_kv_cache_iswa: a slot in both caches, or the ubatch fails */
+        if (kv->swa && bk_kv_find_slot(&kv->swa->cells, st->pos, (uint32_t)nu, st->idxs_swa) != 0)
+            return BK_FWD_CACHE_FULL;
         bk_kv_apply_ubatch(&kv->cells, st->idxs, st->pos, (uint32_t)nu);
         const uint32_t n_kv = bk_kv_n_kv(&kv->cells);
+        uint32_t n_kv_swa = 0;
+        if (kv->swa) {
+            bk_kv_apply_ubatch(&kv->swa->cells, st->idxs_swa, st->pos, (uint32_t)nu);
+            n_kv_swa = bk_kv_n_kv(&kv->swa->cells);
+        }
         const bk_ubatch u = {
             .cfg = cfg, .w = w, .kv = kv, .st = st, .tokens = tokens + u0, .n = nu, .n_kv = n_kv,
             .want_logits = u0 + nu == n, .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
             .attn_path = bk_attn_f16_path_streams(nu, (int32_t)n_kv, cfg->head_dim, st->multi_stream),
             .embd = embd ? embd + (int64_t)u0 * cfg->n_embd : NULL,
+            .kv_swa = kv->swa, .n_kv_swa = n_kv_swa,
+            .attn_path_swa = kv->swa ? bk_attn_f16_path_streams(nu, (int32_t)n_kv_swa, cfg->head_dim,
+                                                                st->multi_stream) : 0,
         };
 #pragma omp parallel num_threads(st->nth)
         graph(&u, omp_get_thread_num(), omp_get_num_threads());

@@ -35,6 +35,11 @@ typedef struct bk_ubatch {
     float *embd;             /* NULL, or every token is an output (llama-context.cpp decode with embeddings:
                               * output_all): the last layer goes on over every column and the final norm's
                               * output (t_embd) of token t lands at embd + t*n_embd; no logits */
+    /* sliding-window layers (kv->swa; NULL / 0 otherwise): their cache, its n_kv and path; its cells are
+     * st->idxs_swa, its mask st->mask_swa, the RoPE cos/sin of its base st->rope_swa */
+    bk_kv_cache *kv_swa;
+    uint32_t n_kv_swa;
+    int attn_path_swa;
 } bk_ubatch;
 
 /* An architecture's graph of one ubatch (forward_archs.h names one per architecture). */
@@ -67,13 +72,16 @@ typedef struct bk_site {
     bk_mm_job jobs[BK_SITE_JOBS];
 } bk_site;
 
-/* The ubatch's inputs: x = GET_ROWS(token_embd, tokens) (exact), the KQ mask, the RoPE cos/sin of each position.
- * By tokens. */
+/* The ubatch's inputs: x = GET_ROWS(token_embd, tokens) (exact), the KQ mask, the RoPE cos/sin of each position
+ * (and with a SWA cache its mask and the cos/sin of the SWA base). By tokens. */
 void bk_fwd_embed(const bk_ubatch *u, int ith, int nth);
 
 /* A site: prepare its columns (a barrier inside when they are shared), then run its jobs, the rows of each split
  * over the threads (bk_matmul_split). */
 void bk_fwd_site(const bk_ubatch *u, const bk_site *s, int ith, int nth);
+
+/* The Q, K, V site of layer l: RMS_NORM(x) * attn_norm into q, k, v over the ubatch's n columns. */
+void bk_fwd_qkv_site(const bk_ubatch *u, int l, int ith, int nth);
 
 /* A site whose columns bk_fwd_swiglu prepared (the down projection): s->x, norm and rotate64 are not read. */
 void bk_fwd_down_site(const bk_ubatch *u, const bk_site *s, int ith, int nth);

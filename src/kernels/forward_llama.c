@@ -40,11 +40,7 @@ void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
         const int nc = last ? 1 : n;
 
         /* attention */
-        bk_fwd_site(u, &(const bk_site){
-            .x = st->x, .x_row = E, .k = E, .norm = L->attn_norm, .c0 = 0, .nc = n, .n_node = n,
-            .jobs = {{.W = &L->wq, .out = st->q, .out_col = nq},
-                     {.W = &L->wk, .out = st->k, .out_col = nk},
-                     {.W = &L->wv, .out = st->v, .out_col = nk}}}, ith, nth);
+        bk_fwd_qkv_site(u, l, ith, nth);
         bk_fwd_rope_store(u, l, ith, nth);
 #pragma omp barrier
         bk_fwd_attention(u, l, ith, nth);

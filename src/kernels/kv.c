@@ -102,6 +102,28 @@ void bk_kv_seq_rm(bk_kv_cells *c, int32_t p0, int32_t p1) {
     if (new_head != c->size && new_head < c->head) c->head = new_head;
 }
 
+void bk_kv_seq_add(bk_kv_cells *c, int32_t p0, int32_t p1, int32_t delta, int32_t *shift) {
+    /* src/llama-kv-cache.cpp seq_add (b11192): nothing for a zero shift or an empty range */
+    if (delta == 0) return;
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = INT32_MAX;
+    if (p0 == p1) return;
+    uint32_t new_head = c->size;
+    for (uint32_t i = 0; i < c->size; i++) {
+        const int32_t p = c->pos[i];
+        if (p < 0 || p < p0 || p >= p1) continue;
+        c->pos[i] = p + delta;
+        if (shift) shift[i] += delta;
+        if (c->pos[i] < 0) {  /* llama-kv-cells.h pos_add: the cell leaves the sequence */
+            c->pos[i] = -1;
+            if (shift) shift[i] = 0;
+            c->used--;
+            if (new_head == c->size) new_head = i;
+        }
+    }
+    c->head = new_head != c->size ? new_head : 0;
+}
+
 void bk_kv_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, uint32_t n_tokens) {
     int32_t pos_max_rm = -1;
     for (uint32_t i = 0; i < n_tokens; i++) {

@@ -62,6 +62,14 @@ void bk_kv_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos
 /* Empty the cells holding positions p0 <= pos < p1 (p0 < 0: from 0; p1 < 0: no upper bound). */
 void bk_kv_seq_rm(bk_kv_cells *c, int32_t p0, int32_t p1);
 
+/* `seq_add(seq, p0, p1, delta)` (llama_kv_cache::seq_add, llama-kv-cells.h pos_add): every cell holding a
+ * position in [p0, p1) (p0 < 0: from 0; p1 < 0: no upper bound) moves to position + delta; shift[cell] (caller's
+ * int32[size], may be NULL) accumulates delta, the amount its K still has to be re-rotated by. A cell whose
+ * position would fall below 0 is emptied (shift 0). head becomes the first cell so freed, or 0 when none was.
+ * delta 0 or an empty range change nothing. After it, cell != position: the attention still walks cells in
+ * index order and the mask reads each cell's position, as llama.cpp's do. */
+void bk_kv_seq_add(bk_kv_cells *c, int32_t p0, int32_t p1, int32_t delta, int32_t *shift);
+
 /* Highest used cell + 1 (0 when empty). */
 uint32_t bk_kv_used_max_p1(const bk_kv_cells *c);
 

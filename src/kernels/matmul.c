@@ -2,7 +2,10 @@
 #include "matmul.h"
 #include "floatdot.h"
 #include "fp16.h"
+#include "kquants.h"
 #include "quants.h"
+#include "quants_q5.h"
+#include "repack.h"
 #include "rows8.h"
 
 #include <string.h>
@@ -10,7 +13,8 @@
 int bk_matmul_supported(int32_t wtype, int32_t k) {
     switch (wtype) {
     case BK_TYPE_F32: case BK_TYPE_F16: return k > 0;
-    case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: return k > 0 && k % BK_QK == 0;
+    case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: return k > 0 && k % BK_QK == 0;
+    case BK_TYPE_Q4_K: case BK_TYPE_Q6_K: return k > 0 && k % BK_QK_K == 0;
     default: return 0;
     }
 }
@@ -18,7 +22,8 @@ int bk_matmul_supported(int32_t wtype, int32_t k) {
 int32_t bk_act_type(int32_t wtype) {
     switch (wtype) {
     case BK_TYPE_Q4_1: return BK_TYPE_Q8_1;
-    case BK_TYPE_Q8_0: return BK_TYPE_Q8_0;
+    case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: return BK_TYPE_Q8_0;
+    case BK_TYPE_Q4_K: case BK_TYPE_Q6_K: return BK_TYPE_Q8_K;
     case BK_TYPE_F16: return BK_TYPE_F16;
     default: return BK_TYPE_F32;
     }
@@ -28,6 +33,7 @@ size_t bk_act_row_bytes(int32_t act_type, int32_t k) {
     switch (act_type) {
     case BK_TYPE_Q8_1: return (size_t)(k / BK_QK) * sizeof(bk_block_q8_1);
     case BK_TYPE_Q8_0: return (size_t)(k / BK_QK) * sizeof(bk_block_q8_0);
+    case BK_TYPE_Q8_K: return (size_t)(k / BK_QK_K) * sizeof(bk_block_q8_K);
     case BK_TYPE_F16: return (size_t)k * 2;
     default: return (size_t)k * 4;
     }
@@ -37,6 +43,7 @@ void bk_act_prepare(int32_t act_type, const float *x, int32_t k, void *dst) {
     switch (act_type) {
     case BK_TYPE_Q8_1: bk_quant_row_q8_1(x, dst, k); break;
     case BK_TYPE_Q8_0: bk_quant_row_q8_0(x, dst, k); break;
+    case BK_TYPE_Q8_K: bk_quant_row_q8_K(x, dst, k); break;
     case BK_TYPE_F16: bk_fp32_to_fp16_row(x, (uint16_t *)dst, k); break;
     default: memcpy(dst, x, (size_t)k * sizeof(float)); break;
     }
@@ -53,6 +60,22 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
     const int k = W->k;
     const size_t rb = W->row_bytes;
     const uint8_t *w = (const uint8_t *)W->data;
+    switch (W->type) {
+    case BK_TYPE_Q5_0:
+        bk_gemm_q5_0_q8_0(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
+        return;
+    case BK_TYPE_Q6_K:
+        bk_gemm_q6_K_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
+        return;
+    case BK_TYPE_Q4_K:
+        if (W->x8) {  /* the node's activations as bk_act_prepare_q4_K_8x8 laid them out (n == n_node) */
+            bk_matmul_q4_K_8x8(W->x8, k, a, n, r0, r1, out, out_col);
+            return;
+        }
+        for (int c = 0; c < n; c++)
+            bk_dot_q4_K_q8_K_rows(k, out + c * out_col + r0, (int)(r1 - r0), w + r0 * rb, rb, a + c * act_col);
+        return;
+    }
     if (W->x8 && r0 % 8 == 0) {
         const int64_t m8 = W->m / 8 * 8, e = r1 < m8 ? r1 : m8;
         if (e > r0) {

@@ -11,6 +11,14 @@
  * (float orders: quants.h and floatdot.h). Q8_0 is not repacked on x86 in b11192 (repack.cpp only takes it on
  * ARM / RISC-V), so the file layout is what the kernels read.
  *
+ * Gemma 3's types (kquants.h, quants_q5.h, repack.h for the kernels and docs/kquants.md for the dispatch):
+ *   Q5_0    Q8_0                            ggml_vec_dot_q5_0_q8_0   tinyBLAS_Q0_AVX: the same bits per output
+ *   Q6_K    Q8_K (quantize_row_q8_K)        ggml_vec_dot_q6_K_q8_K per output
+ *   Q4_K    Q8_K                            vec_dot, or with x8 set (the CPU_REPACK q4_K_8x8 layout, m % 8 ==
+ *                                           0): gemv for n < 4, else gemm over the first n - n%4 columns and
+ *                                           gemv for the rest; its activations are then laid out for the
+ *                                           whole node by bk_act_prepare_q4_K_8x8 (not bk_act_prepare), and
+ *                                           bk_matmul must get all n columns of the node, rows split by 8.
  * `n` is the number of activation columns of the whole MUL_MAT node, which decides the kernel; a caller that
  * splits the columns must still pass the node's n as n_node.
  */
@@ -24,8 +32,12 @@ enum bk_type {
     BK_TYPE_F32 = 0,
     BK_TYPE_F16 = 1,
     BK_TYPE_Q4_1 = 3,
+    BK_TYPE_Q5_0 = 6,
     BK_TYPE_Q8_0 = 8,
     BK_TYPE_Q8_1 = 9,
+    BK_TYPE_Q4_K = 12,
+    BK_TYPE_Q6_K = 14,
+    BK_TYPE_Q8_K = 15,
 };
 
 typedef struct bk_matrix {
@@ -34,7 +46,8 @@ typedef struct bk_matrix {
     int32_t k;         /* elements per row (ggml ne0): the inner length */
     int64_t m;         /* rows (ggml ne1): the outputs */
     size_t row_bytes;
-    const void *x8;    /* NULL, or Q4_1 / Q8_0 rows 0 .. m/8*8-1 regrouped by 8 (rows8.h): same bits, faster */
+    const void *x8;    /* NULL, or Q4_1 / Q8_0 rows 0 .. m/8*8-1 regrouped by 8 (rows8.h): same bits, faster;
+                        * Q4_K: the whole matrix repacked as q4_K_8x8 (repack.h): llama-server's bits */
 } bk_matrix;
 
 /* 1 when the weight type is one of those above with k a multiple of its block size. */

@@ -4,6 +4,10 @@
 
 #include <math.h>
 
+#include "attention.h"
+#include "fp16.h"
+#include "quants.h"
+
 float bk_rope_theta_scale(float freq_base, int n_rot) { return powf(freq_base, -2.0f / n_rot); }
 
 void bk_rope_cache(int32_t pos, int n_rot, float theta_scale, float *cache) {
@@ -27,4 +31,36 @@ void bk_rope_normal(float *x, int n_head, int64_t head_stride, int n_rot, const 
             p[i + 1] = fmaf(x0, s, x1 * c);
         }
     }
+}
+
+void bk_rope_shift_f16(uint16_t *k, uint32_t n_cells, int64_t cell_stride, int n_head_kv, int hd, int n_rot,
+                       float theta_scale, const int32_t *shift, float *cache) {
+    for (uint32_t i = 0; i < n_cells; i++) {
+        bk_rope_cache(shift[i], n_rot, theta_scale, cache);
+        for (int h = 0; h < n_head_kv; h++) {
+            uint16_t *p = k + (int64_t)i * cell_stride + (int64_t)h * hd;
+            for (int j = 0; j < n_rot; j += 2) {
+                const float c = cache[j], s = cache[j + 1];
+                const float x0 = bk_h2f(p[j]), x1 = bk_h2f(p[j + 1]);
+                p[j] = bk_f2h(fmaf(x0, c, -(x1 * s)));
+                p[j + 1] = bk_f2h(fmaf(x0, s, x1 * c));
+            }
+        }
+    }
+}
+
+int bk_rope_shift_q8_0(uint8_t *k, uint32_t n_cells, int64_t cell_bytes, int n_head_kv, int hd, int n_rot,
+                       int rot_k, float theta_scale, const int32_t *shift, float *row, float *cache) {
+    if (n_rot != hd) return -1;
+    const int64_t n = (int64_t)n_head_kv * hd;
+    for (uint32_t i = 0; i < n_cells; i++) {
+        uint8_t *q = k + (int64_t)i * cell_bytes;
+        bk_dequant_row_q8_0(q, row, n);
+        if (rot_k) bk_hadamard_rows(row, n / rot_k, rot_k, rot_k, 0, 1);
+        bk_rope_cache(shift[i], n_rot, theta_scale, cache);
+        bk_rope_normal(row, n_head_kv, hd, n_rot, cache);
+        if (rot_k) bk_hadamard_rows(row, n / rot_k, rot_k, rot_k, 0, 1);
+        bk_quant_row_q8_0(row, q, n);
+    }
+    return 0;
 }

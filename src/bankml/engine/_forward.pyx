@@ -22,11 +22,16 @@ from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACH
                                      bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_decode_embd,
                                      bk_fwd_pack, bk_fwd_state,
                                      bk_fwd_state_alloc, bk_fwd_state_free, bk_fwd_unpack, bk_kv_cache,
-                                     bk_kv_cache_alloc, bk_kv_cache_free, bk_layer, bk_model_config, bk_model_weights)
+                                     bk_kv_cache_alloc, bk_kv_cache_alloc_swa, bk_kv_cache_free, bk_layer, bk_model_config,
+                                     bk_model_weights)
 from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK_SWA_SYMMETRIC, bk_kv_apply_ubatch,
-                                bk_kv_cells_clear, bk_kv_seq_pos_max, bk_kv_seq_rm)
+                                bk_kv_cells_clear, bk_kv_seq_pos_max, bk_kv_seq_pos_min, bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
 from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean
+from bankml.kernels.kv cimport bk_kv_seq_add
+from bankml.kernels.rope cimport bk_rope_shift_f16, bk_rope_shift_q8_0, bk_rope_theta_scale
+from bankml.kernels.attention cimport bk_attn_rot_k_size
+from bankml.kernels.forward cimport bk_kv_cache_k
 
 cnp.import_array()
 
@@ -251,6 +256,8 @@ cdef class _KVCache:
     cells' sliding window (kv.h); none for llama."""
     cdef bk_kv_cache kv
     cdef bint have
+    cdef int n_head_kv, head_dim, n_rot, rot_k     # what the K shift rotates (the model's config)
+    cdef float theta_scale
 
     def __cinit__(self):
         self.have = False
@@ -266,6 +273,20 @@ cdef class _KVCache:
             raise ValueError(f"a {kv_type} KV cache of {n_cells} cells (sliding window {swa_type} {n_swa}) cannot "
                              "be made for this model")
         self.have = True
+        self.n_head_kv = forward.cfg.n_head_kv
+        self.head_dim = forward.cfg.head_dim
+        self.n_rot = forward.cfg.n_rot
+        self.theta_scale = bk_rope_theta_scale(forward.cfg.rope_freq_base, forward.cfg.n_rot)
+        self.rot_k = bk_attn_rot_k_size(forward.cfg.head_dim) if self.kv.type == BK_TYPE_Q8_0 else 0
+        if forward.cfg.n_swa > 0:  # the sliding-window layers' cache (llama_kv_cache_iswa)
+            if kv_type != "f16":
+                raise ValueError(f"a {kv_type} KV cache for a model with sliding-window layers: only f16 is "
+                                 "reproduced by bankml yet")
+            rc = bk_kv_cache_alloc_swa(&self.kv, &forward.cfg, forward.st.n_ubatch)
+            if rc == BK_FWD_NO_MEMORY:
+                raise MemoryError(f"a sliding-window KV cache for {n_cells} cells")
+            if rc != BK_FWD_OK:
+                raise ValueError("the sliding-window KV cache cannot be made for this model")
 
     def __dealloc__(self):
         if self.have:
@@ -293,42 +314,116 @@ cdef class _KVCache:
     def used(self):
         return self.kv.cells.used
 
+    @property
+    def has_swa(self):
+        """The model has sliding-window layers: a second cache of n_swa + n_ubatch cells holds them, and a
+        truncation can leave it without the positions a continuation needs (see seq_rm)."""
+        return self.kv.swa != NULL
+
+    @property
+    def swa_pos_min(self):
+        """The smallest position the sliding-window cache still holds (-1: empty or no such cache)."""
+        if self.kv.swa == NULL:
+            return -1
+        return bk_kv_seq_pos_min(&(<bk_kv_cache *>self.kv.swa).cells)
+
     def seq_rm(self, int p0, int p1=-1):
         bk_kv_seq_rm(&self.kv.cells, p0, p1)
+        if self.kv.swa != NULL:
+            bk_kv_seq_rm(&(<bk_kv_cache *>self.kv.swa).cells, p0, p1)
 
     def clear(self):
         bk_kv_cells_clear(&self.kv.cells)
+        if self.kv.swa != NULL:
+            bk_kv_cells_clear(&(<bk_kv_cache *>self.kv.swa).cells)
+
+    def seq_add(self, int p0, int p1, int delta):
+        """llama_memory_seq_add(seq, p0, p1, delta) and the K re-rotation it leaves for the next decode, done at
+        once (src/llama-kv-cache.cpp seq_add, then update -> build_graph_shift, b11192): every layer's K, every
+        cell, roped by the cell's accumulated shift (0 for the others, which go through the same arithmetic)."""
+        if self.kv.swa != NULL:
+            raise ValueError("a context shift of a cache with sliding-window layers is not reproduced by bankml yet")
+        if self.kv.type == BK_TYPE_Q8_0 and self.n_rot != self.head_dim:
+            raise ValueError("a Q8_0 K cache is shifted only when RoPE covers the whole head")
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] shift = np.zeros(self.kv.size, dtype=np.int32)
+        bk_kv_seq_add(&self.kv.cells, p0, p1, delta, &shift[0])
+        if not shift.any():
+            return
+        cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] cache = np.zeros(max(self.n_rot, 2), dtype=np.float32)
+        cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] row = np.zeros(self.n_head_kv * self.head_dim,
+                                                                       dtype=np.float32)
+        cdef int l
+        with nogil:
+            for l in range(self.kv.n_layer):
+                if self.kv.type == BK_TYPE_F16:
+                    bk_rope_shift_f16(<uint16_t *>bk_kv_cache_k(&self.kv, l), self.kv.size,
+                                      <int64_t>(self.kv.k_row_bytes // 2), self.n_head_kv, self.head_dim,
+                                      self.n_rot, self.theta_scale, &shift[0], &cache[0])
+                else:
+                    bk_rope_shift_q8_0(bk_kv_cache_k(&self.kv, l), self.kv.size, <int64_t>self.kv.k_row_bytes,
+                                       self.n_head_kv, self.head_dim, self.n_rot, self.rot_k, self.theta_scale,
+                                       &shift[0], &row[0], &cache[0])
+
+    def positions(self):
+        """int32[size]: the position each cell holds, -1 when empty (cell order)."""
+        return np.array(<int32_t[:self.kv.size]>self.kv.cells.pos, dtype=np.int32)
 
     def state_bytes(self, int n):
-        """Positions 0..n-1: the K and V rows of cells 0..n-1 of every layer (cell == position here)."""
+        """The n used cells in cell order (llama-kv-cache.cpp state_write_data: the sequence's cell ranges in
+        index order): the K rows then the V rows of every layer. While cell == position (no shift has happened),
+        these are positions 0..n-1; positions() says which position each holds."""
+        if self.kv.swa != NULL:
+            raise ValueError("the state of a cache with sliding-window layers is not reproduced by bankml yet")
         cdef size_t rk = self.kv.k_row_bytes, rv = self.kv.v_row_bytes
         cdef size_t per = <size_t>n * (rk + rv)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] pos = self.positions()
+        cells = np.flatnonzero(pos >= 0)
+        if len(cells) != n:
+            raise ValueError(f"the cache holds {len(cells)} cells, not {n}")
         out = bytearray(per * self.kv.n_layer)
         cdef unsigned char[::1] o = out
         cdef int l
         cdef uint8_t *base
+        cdef size_t i, j, start, run
+        # contiguous runs of used cells, copied run by run
+        runs = []
+        if n:
+            edges = np.flatnonzero(np.diff(cells) != 1)
+            starts = np.concatenate(([0], edges + 1))
+            ends = np.concatenate((edges + 1, [len(cells)]))
+            runs = [(int(cells[a]), int(b - a)) for a, b in zip(starts, ends)]
         for l in range(self.kv.n_layer):
             base = self.kv.data + <size_t>l * self.kv.size * (rk + rv)
-            if n:
-                memcpy(&o[l * per], base, n * rk)
-                memcpy(&o[l * per + n * rk], base + self.kv.size * rk, n * rv)
+            j = 0
+            for start, run in runs:
+                memcpy(&o[l * per + j * rk], base + start * rk, run * rk)
+                memcpy(&o[l * per + n * rk + j * rv], base + self.kv.size * rk + start * rv, run * rv)
+                j += run
         return bytes(out)
 
-    def load_state(self, const unsigned char[::1] data, int n):
-        """The inverse of state_bytes: cells 0..n-1 hold positions 0..n-1 with these K and V rows."""
+    def load_state(self, const unsigned char[::1] data, int n, positions=None):
+        """The inverse of state_bytes: cells 0..n-1 hold positions[0..n) (default 0..n-1) with these K and V rows
+        (state_read_meta: the saved cells go, in their saved order, into the cells find_slot gives an emptied
+        cache: 0..n-1)."""
+        if self.kv.swa != NULL:
+            raise ValueError("the state of a cache with sliding-window layers is not reproduced by bankml yet")
         cdef size_t rk = self.kv.k_row_bytes, rv = self.kv.v_row_bytes
         cdef size_t per = <size_t>n * (rk + rv)
         cdef int l
         cdef uint8_t *base
         if n < 0 or <size_t>n > self.kv.size or <size_t>data.shape[0] != per * self.kv.n_layer:
             raise ValueError(f"{data.shape[0]} bytes are not the state of {n} cells of this cache")
+        if positions is not None and len(positions) != n:
+            raise ValueError(f"{len(positions)} positions for {n} cells")
         bk_kv_cells_clear(&self.kv.cells)
         for l in range(self.kv.n_layer):
             base = self.kv.data + <size_t>l * self.kv.size * (rk + rv)
             if n:
                 memcpy(base, &data[l * per], n * rk)
                 memcpy(base + self.kv.size * rk, &data[l * per + n * rk], n * rv)
-        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] pos = np.arange(max(n, 1), dtype=np.int32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] pos = (
+            np.arange(max(n, 1), dtype=np.int32) if positions is None or n == 0
+            else np.ascontiguousarray(positions, dtype=np.int32))
         cdef cnp.ndarray[cnp.uint32_t, ndim=1, mode="c"] idx = np.arange(max(n, 1), dtype=np.uint32)
         if n:
             bk_kv_apply_ubatch(&self.kv.cells, &idx[0], &pos[0], n)

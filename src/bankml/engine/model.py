@@ -13,6 +13,7 @@ outputs), src/llama-kv-cache.cpp (cells).
     model.truncate(n)              # llama_memory_seq_rm(seq, n, -1)
     rows = model.embed(tokens, pos)     # decode with embeddings on: float32[n][n_embd] t_embd
     vec = Model.pool(rows, "mean"); Model.normalize(vec, 2)   # build_pooling, common_embd_normalize
+    model.context_shift(n_keep, n_discard)   # llama-server's context shift (seq_rm + seq_add + K re-rotation)
 """
 
 from __future__ import annotations
@@ -118,12 +119,22 @@ def _weights(desc: arch.Architecture, f: gguf.GGUFFile, n_layer: int) -> dict:
                     continue
                 name = t.tied_to.replace("{i}", str(i))
             (weights["layers"][i] if t.per_layer else weights)[t.slot] = _LOADERS[t.role](f, name)
+    if desc.swa != "none":  # which layers attend through the sliding window
+        for layer, swa in zip(weights["layers"], desc.swa_layers(n_layer)):
+            layer["swa"] = swa
     return weights
+
+
+class CacheState(bytes):
+    """KVCache.save(): the used cells' K and V rows in cell order; `positions` the position each holds (None while
+    cell == position, as before any context shift)."""
+    positions: tuple | None = None
 
 
 class KVCache:
     """One sequence's KV cache (llama-server: one slot's cells): n_ctx cells (a multiple of 256) of K and V for
-    every layer, F16 or Q8_0. The cache holds positions 0 .. n_past-1 (cell == position)."""
+    every layer, F16 or Q8_0. The cache holds positions 0 .. n_past-1: cell == position until a context shift
+    (shift()) moves positions down, after which cells hold them in another order (as llama.cpp's cells do)."""
 
     def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
         if cache_type not in CACHE_TYPES:
@@ -151,6 +162,21 @@ class KVCache:
     def clear(self) -> None:
         self._c.clear()
 
+    def shift(self, n_keep: int, n_discard: int) -> None:
+        """llama-server's context shift (tools/server/server-context.cpp pre_decode, b11192): drop positions
+        [n_keep, n_keep + n_discard) (llama_memory_seq_rm), move the later ones down by n_discard
+        (llama_memory_seq_add up to n_past) and re-rotate every cell's K by its shift (the KV update llama.cpp runs
+        at the next decode: src/llama-kv-cache.cpp build_graph_shift), F16 or Q8_0 (dequantize, rope, requantize)."""
+        n_past = self.n_past
+        if n_keep < 0 or n_discard < 0 or n_keep + n_discard > n_past:
+            raise ValueError(f"a shift of {n_discard} after {n_keep} kept positions of {n_past}")
+        self._c.seq_rm(n_keep, n_keep + n_discard)
+        self._c.seq_add(n_keep + n_discard, n_past, -n_discard)
+
+    def positions(self) -> np.ndarray:
+        """int32[n_ctx]: the position in each cell, -1 when empty."""
+        return self._c.positions()
+
     def state_size(self, n_cells: int = 1) -> int:
         """Bytes of save() for n_cells positions (K and V rows of every layer)."""
         return n_cells * self._c.cell_bytes
@@ -160,9 +186,15 @@ class KVCache:
         layer (llama-kv-cache.cpp state_write_data, b11192); save() holds, per layer, the K rows then the V rows."""
         return self._layout
 
-    def save(self) -> bytes:
-        """The cache's positions 0 .. n_past-1 (K and V rows of every layer), for restore()."""
-        return self._c.state_bytes(self.n_past)
+    def save(self) -> CacheState:
+        """The cache's used cells (K and V rows of every layer) in cell order, for restore(); `positions` of the
+        result is None while cell == position, else the position of each saved cell."""
+        pos = self._c.positions()
+        held = pos[pos >= 0]
+        state = CacheState(self._c.state_bytes(int(held.size)))
+        if not np.array_equal(held, np.arange(held.size)):
+            state.positions = tuple(int(p) for p in held)
+        return state
 
     def restore(self, state: bytes) -> None:
         """Replace the contents with a save() of a cache of the same model and type. A state of the wrong size
@@ -173,7 +205,7 @@ class KVCache:
         n = len(state) // row
         if n > self.n_ctx:
             raise ContextFull(0, n, self.n_ctx)
-        self._c.load_state(state, n)
+        self._c.load_state(state, n, getattr(state, "positions", None))
 
 
 class Model:
@@ -196,6 +228,11 @@ class Model:
         desc = arch.ARCHITECTURES[hp.arch]
         weights = _weights(desc, file, hp.n_layer)
         config = _config(hp)
+        if desc.swa != "none":  # sliding-window layers: their type (the window is the field n_swa)
+            config["swa_type"] = desc.swa_type
+        # llama-server repacks Q4_K matrices (CPU_REPACK, q4_K_8x8): their bits need the repacked kernels, so
+        # a Q4_K model is always regrouped (docs/kquants.md)
+        regroup = regroup or "Q4_K" in self.weight_types
         self._fwd = _forward._Forward(hp.arch, config, weights, n_ubatch, n_ctx, n_threads, oracle_threads,
                                       regroup)
         if regroup:
@@ -279,6 +316,9 @@ class Model:
         K and V enter the cache as decode's do, and the result is float32[len][n_embd], each token's final norm
         output (llama.cpp's t_embd, what llama_get_embeddings_ith reads with pooling none). No logits are
         computed (logits() is stale after it). Same checks and errors as decode."""
+        if self._fwd.arch != "llama":
+            # only forward_llama.c writes t_embd for every token; the other graphs leave the buffer untouched
+            raise NotImplementedError(f"embeddings of a {self._fwd.arch} model are not reproduced by bankml yet")
         cache = cache or self.cache
         arr = self._checked(tokens, pos, cache)
         rc, rows = self._fwd.decode_embd(cache._c, arr.astype(np.int32), pos)
@@ -350,6 +390,10 @@ class Model:
     def truncate(self, n: int, cache: KVCache | None = None) -> None:
         """Drop every cached position >= n (llama_memory_seq_rm(seq, n, -1))."""
         (cache or self.cache).truncate(n)
+
+    def context_shift(self, n_keep: int, n_discard: int, cache: KVCache | None = None) -> None:
+        """llama-server's context shift of a sequence: KVCache.shift."""
+        (cache or self.cache).shift(n_keep, n_discard)
 
     def close(self) -> None:
         self._fwd = None

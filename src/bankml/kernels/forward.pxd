@@ -36,6 +36,7 @@ cdef extern from "forward.h" nogil:
         int32_t n_layer
         size_t k_row_bytes, v_row_bytes
         uint8_t *data
+        void *swa     # bk_kv_cache *: the sliding-window layers' cache, or NULL
     ctypedef struct bk_fwd_state:
         int32_t n_ubatch, nth, oracle_nth
         uint32_t kv_max
@@ -45,6 +46,7 @@ cdef extern from "forward.h" nogil:
     int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_cells, int32_t kv_type,
                           uint32_t n_swa, int32_t swa_type)
     void bk_kv_cache_free(bk_kv_cache *kv)
+    int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch)
     uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer)
     uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer)
     int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_model_weights *w,

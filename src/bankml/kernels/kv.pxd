@@ -13,6 +13,7 @@ cdef extern from "kv.h" nogil:
     int bk_kv_find_slot(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens, uint32_t *idxs)
     void bk_kv_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, uint32_t n_tokens)
     void bk_kv_seq_rm(bk_kv_cells *c, int32_t p0, int32_t p1)
+    void bk_kv_seq_add(bk_kv_cells *c, int32_t p0, int32_t p1, int32_t delta, int32_t *shift)
     uint32_t bk_kv_used_max_p1(const bk_kv_cells *c)
     int32_t bk_kv_seq_pos_min(const bk_kv_cells *c)
     int32_t bk_kv_seq_pos_max(const bk_kv_cells *c)

@@ -10,7 +10,7 @@ cdef extern from "matmul.h" nogil:
         int64_t m
         size_t row_bytes
         const void *x8
-    int BK_TYPE_F32, BK_TYPE_F16, BK_TYPE_Q4_1, BK_TYPE_Q8_0, BK_TYPE_Q8_1
+    int BK_TYPE_F32, BK_TYPE_F16, BK_TYPE_Q4_1, BK_TYPE_Q8_0, BK_TYPE_Q8_1, BK_TYPE_Q5_0, BK_TYPE_Q4_K, BK_TYPE_Q6_K
     int bk_matmul_supported(int32_t wtype, int32_t k)
     int32_t bk_act_type(int32_t wtype)
     size_t bk_act_row_bytes(int32_t act_type, int32_t k)

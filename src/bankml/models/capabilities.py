@@ -27,6 +27,19 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
     "vector": frozenset({"F32"}),
 }
 
+# Types an architecture's graph runs beyond WEIGHT_TYPES, per role: gemma3's matrices also in Q5_0, Q4_K (the
+# repacked q4_K_8x8 products llama-server runs) and Q6_K, bit-exact on Gemma 3 270M Q4_K_M
+# (tests/test_forward_gemma3.py). The llama graph does not take them yet: its shared steps quantize Q8_0 blocks
+# per thread and add residuals in the product, which the K-quant layouts do not allow.
+ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
+    "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
+}
+
+
+def weight_types(architecture: str, role: str) -> frozenset[str]:
+    """The types a tensor of `role` may have in a file of `architecture`."""
+    return ARCH_WEIGHT_TYPES.get(architecture, {}).get(role, WEIGHT_TYPES[role])
+
 # --- architectures ------------------------------------------------------------------------------------------
 # The architectures are described in `bankml.models.arch` (one module each: keys, defaults, tensors with their
 # roles and engine slots, the graph's checks), the one place the guard and the engine both read. Shown here as

@@ -193,14 +193,14 @@ def _check_tensors(h: GGUFHeader, desc: arch.Architecture, n_layer: int | None, 
         if t is None:
             unknown.append(ti.name)  # the graph does not use it, or a layer the file does not have
             continue
-        if ti.type.name not in caps.WEIGHT_TYPES[t.role]:
+        if ti.type.name not in caps.weight_types(desc.name, t.role):
             bad_type.setdefault(t.role, []).append(ti)
         if dims is not None:
             want = tuple(dims[d] for d in t.shape)
             if ti.shape != want:
                 bad_shape.append(f"{ti.name!r} {list(ti.shape)} (expected {list(want)})")
     for role, ts in bad_type.items():
-        ok = ", ".join(sorted(caps.WEIGHT_TYPES[role]))
+        ok = ", ".join(sorted(caps.weight_types(desc.name, role)))
         reasons.append(_type_groups(ts, f"{role} weight types the engine cannot run yet (it runs {ok})"))
     if bad_shape:
         reasons.append(f"tensor shapes that do not match the hyper-parameters: {_names(bad_shape, 3, False)}")

@@ -32,7 +32,7 @@ from ..errors import BankmlError
 from .api import info as info_api, template as template_api, tokenize as tokenize_api
 from .context import ServerContext
 from .flags import ServerConfig, parse_flags
-from .http import CollectorPolicy, LlamaHTTP, Refusal, error_response, not_found
+from .http import CollectorPolicy, LlamaHTTP, Refusal, error_response, not_found, off_loop
 from .residency import Residency
 from .routing import ModelScope, context_of
 
@@ -90,8 +90,7 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
     Route(p, _EMBD, methods=["POST"]) for p in ("/embedding", "/embeddings", "/v1/embeddings")] + [
     Route(p, _RERANK, methods=["POST"]) for p in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking")] + [
     Route(p, _LATER, methods=["POST"]) for p in (
-        "/v1/responses", "/responses", "/responses/input_tokens",
-        "/v1/responses/input_tokens", "/v1/audio/transcriptions", "/audio/transcriptions",
+        "/v1/audio/transcriptions", "/audio/transcriptions",
         "/v1/chat/completions/control", "/lora-adapters")] + [
     Route("/lora-adapters", _LATER, methods=["GET"]),
     Route("/chat/completions/input_tokens", template_api.input_tokens, methods=["POST"])]
@@ -126,25 +125,34 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     app's lifespan loads the model (unless `ctx` is given, or in router mode, where models load on demand), makes
     the residency (bankml.server.residency) that holds it, and on shutdown closes what it loaded (a given `ctx`
     stays its owner's to close)."""
-    from .agent import tools
+    from .agent import mcp, tools
     from .api.stream_sessions import StreamSessions
     cfg = ctx.cfg if ctx is not None else (cfg if cfg is not None else parse_flags(list(argv or [])))
-    tools.check(cfg.server_tools)        # llama-server sets its tools up before it loads the model
+    # llama-server reads its MCP config and sets its tools up before it loads the model
+    mcp_servers = mcp.Manager.from_flags(cfg) if cfg.mcp_servers_config or cfg.mcp_servers_json else None
+    tools.check(cfg.server_tools)
     router = ctx is None and cfg.router_mode
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        residency = _residency(cfg, ctx)
-        app.state.collector = CollectorPolicy()    # full collector passes only between requests
+        app.state.mcp = mcp_servers
         try:
-            app.state.ctx = ctx          # a given context (tests); else None: routes read the request's own
-            app.state.residency = residency
-            yield
+            if mcp_servers is not None:
+                await off_loop(mcp_servers.start)       # warmup: each server's tools listed, the process stopped
+            residency = _residency(cfg, ctx)
+            app.state.collector = CollectorPolicy()    # full collector passes only between requests
+            try:
+                app.state.ctx = ctx          # a given context (tests); else None: routes read the request's own
+                app.state.residency = residency
+                yield
+            finally:
+                app.state.residency = None
+                app.state.collector.close()
+                app.state.collector = None
+                residency.close()
         finally:
-            app.state.residency = None
-            app.state.collector.close()
-            app.state.collector = None
-            residency.close()
+            if mcp_servers is not None:
+                await off_loop(mcp_servers.close)       # every MCP server process killed
 
     from .api import gcp
     try:
@@ -154,6 +162,7 @@ def build_app(argv: list[str] | None = None, *, ctx: ServerContext | None = None
     app = Starlette(routes=_routes(router) + gcp.make_routes(gcp_params), lifespan=lifespan, exception_handlers={
         404: _no_route, 405: _no_route, Refusal: _refused, BankmlError: _refusal, Exception: _server_error})
     app.state.ctx = None
+    app.state.mcp = None                 # the lifespan's MCP servers (bankml.server.agent.mcp), when configured
     app.state.residency = None           # until the lifespan ran: llama-server's 503 "Loading model"
     app.state.cfg = cfg
     app.state.router = router

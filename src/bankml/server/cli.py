@@ -199,8 +199,13 @@ async def _serve(app, cfg, server) -> int:
             cfg.port = tcp[0].getsockname()[1]          # --port 0: the port taken
         for address in addresses:
             print(f"bankml-serve: {what} listening on {address}", file=sys.stderr, flush=True)
+        def on_signal(signum, frame):
+            # MCP calls in flight return ("cancelled") so that uvicorn's graceful exit does not wait on them
+            if app.state.mcp is not None:
+                app.state.mcp.shutdown()
+            server.stop_on_signal(signum, frame)
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, server.stop_on_signal)
+            signal.signal(sig, on_signal)
         await server.serve(sockets=sockets)
     return 0
 

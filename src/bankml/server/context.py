@@ -135,6 +135,16 @@ class ServerContext:
         tok = Tokenizer.from_gguf(header)
         templates = _templates(cfg, header)
         arch = header.architecture
+        from ..models.arch import ARCHITECTURES
+        from ..errors import ModelRefused
+        desc = ARCHITECTURES.get(arch)
+        if desc is not None and desc.swa != "none":
+            # the engine plays sliding-window graphs (bankml.Model), but llama-server's prompt cache for them
+            # (context checkpoints, --swa-full, server-context.cpp's pos_min rule) is not built: a second turn
+            # could reuse cells the window already dropped, so serving refuses the model rather than guess
+            raise ModelRefused(path, [f"serving a {arch} model (sliding-window layers) needs llama-server's "
+                                      "context checkpoints, not reproduced by bankml yet; the Python API's "
+                                      "bankml.engine.Model plays it"])
         n_ctx_train = int(header.get(f"{arch}.context_length", 0) or 0)
         _, n_ctx_slot, _ = slot_context(cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, n_ctx_train or 1 << 30)
         cache_type = cfg.cache_type_k

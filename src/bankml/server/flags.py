@@ -114,6 +114,7 @@ class ServerConfig:
     port: int = 8080
     n_parallel: int = -1                   # -np (-1: auto = 4 slots, unified KV)
     kv_unified: bool = False
+    ctx_shift: bool = False                # --context-shift (common_params.ctx_shift, default off)
     n_batch: int = 2048
     n_ubatch: int = 512
     n_predict: int = -1
@@ -127,6 +128,8 @@ class ServerConfig:
     cors_origins_explicit: bool = False    # --cors-origins given (else --tools makes the default "localhost")
     ui_mcp_proxy: bool = False             # --ui-mcp-proxy: /cors-proxy (bankml.server.agent.cors_proxy)
     server_tools: list[str] = field(default_factory=list)   # --tools (bankml.server.agent.tools)
+    mcp_servers_config: str = ""           # --mcp-servers-config PATH (bankml.server.agent.mcp)
+    mcp_servers_json: str = ""             # --mcp-servers-json JSON (bankml.server.agent.mcp)
     agent_open: bool = False               # bankml's --agent-open: /tools and /cors-proxy without agent.guard
     endpoint_metrics: bool = False
     endpoint_props: bool = False
@@ -401,8 +404,8 @@ _FLAGS = [
     (("-no-ag", "--no-agent"), False, _agent(False)),
     (("--agent-open",), False, _flag("agent_open", True)),
     (("--tools-runtime",), True, _refuse_nonempty("bankml runs --tools on the host only (no tools runtime)")),
-    (("--mcp-servers-config",), True, _refuse_nonempty("bankml does not run MCP servers")),
-    (("--mcp-servers-json",), True, _refuse_nonempty("bankml does not run MCP servers")),
+    (("--mcp-servers-config",), True, _set("mcp_servers_config")),
+    (("--mcp-servers-json",), True, _set("mcp_servers_json")),
     (("--metrics",), False, _flag("endpoint_metrics", True)),
     (("--props",), False, _flag("endpoint_props", True)),
     (("--slots",), False, _flag("endpoint_slots", True)),
@@ -427,7 +430,8 @@ _FLAGS = [
     (("--no-warmup",), False, None),
     (("--warmup",), False, None),
     (("-cb", "--cont-batching"), False, None),
-    (("--no-context-shift",), False, None),
+    (("--context-shift",), False, _flag("ctx_shift", True)),     # common/arg.cpp: off by default (b11192)
+    (("--no-context-shift",), False, _flag("ctx_shift", False)),
     (("--cache-prompt",), False, None),
     (("--prefill-assistant",), False, None),
     (("--reasoning-preserve",), False, None),
@@ -626,7 +630,7 @@ def parse_flags(argv: list[str], environ=None) -> ServerConfig:
 
 
 def _check(cfg: ServerConfig) -> None:
-    if cfg.server_tools and not cfg.cors_origins_explicit:
+    if (cfg.server_tools or cfg.mcp_servers_config or cfg.mcp_servers_json) and not cfg.cors_origins_explicit:
         # common_params_parse: built-in tools (or MCP servers) make the default CORS origin localhost
         cfg.cors_origins = "localhost"
     if cfg.n_threads_batch > 0 and cfg.n_threads_batch != cfg.oracle_threads:
@@ -753,6 +757,8 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   --ui-mcp-proxy             enable /cors-proxy (--no-ui-mcp-proxy; default: disabled)
   --tools T1,T2 | all        built-in tools at /tools (default: none; makes --cors-origins default localhost)
   -ag, --agent               --tools all and --ui-mcp-proxy (-no-ag: neither)
+  --mcp-servers-config PATH  MCP servers ({"mcpServers": {...}}) whose tools join /tools as SERVER_TOOL
+  --mcp-servers-json JSON    the same config inline (both may be given; names must differ)
   --agent-open               /tools and /cors-proxy as llama-server serves them: any Origin, Host and
                              Content-Type (default: refused unless the Origin is allowed by --cors-origins,
                              localhost when not given; the Host is this machine's; a call is JSON)

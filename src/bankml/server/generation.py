@@ -20,9 +20,12 @@ Per task, in llama-server's order:
 4. the sampler gets every prompt token (Sampler.begin), then per token: sample, accept, n_gen += 1, the piece
    (special tokens as text only when preserved), probabilities, process_token: UTF-8 hold-back (validate_utf8),
    stop strings (full match from max(0, |U| - |word| - |piece|), then partial match holds all unsent text
-   unless the token is EOG), the context limit (slot tokens + 1 >= n_ctx: "limit", truncated), the n_predict
-   budget (checked once n_gen > 0: n_predict 0 still yields one token), EOG ("eos");
-5. the next token is decoded at position len(slot tokens) and joins the slot's tokens.
+   unless the token is EOG), the context limit (slot tokens + 1 >= n_ctx: "limit", truncated; not with
+   --context-shift), the n_predict budget (checked once n_gen > 0: n_predict 0 still yields one token), EOG
+   ("eos");
+5. with --context-shift, a slot whose tokens + 1 reach n_ctx is shifted first (pre_decode, `context_shift`): the
+   n_discard tokens after the first n_keep leave the cache and the slot's tokens, truncated is set;
+6. the next token is decoded at position len(slot tokens) and joins the slot's tokens.
 """
 
 from __future__ import annotations
@@ -118,6 +121,7 @@ class CompletionTask:
     children: list = field(default_factory=list)    # n_cmpl > 1: the child tasks (server_task::add_child)
     id_parent: int = -1
     n_ctx: int = 0                      # the context this task may fill (0: its slot's; Ollama's num_ctx)
+    ctx_shift: bool | None = None       # shift the context when it fills (None: the server's --context-shift)
 
 
 def validate_utf8(b: bytes) -> int:
@@ -171,6 +175,7 @@ class _Run:
         n_predict = self.params.n_predict
         self.n_predict_max = n_predict if n_predict != -1 else ctx.cfg.n_predict
         self.n_ctx = min(task.n_ctx, slot.n_ctx) if task.n_ctx > 0 else slot.n_ctx
+        self.ctx_shift = bool(getattr(ctx.cfg, "ctx_shift", False)) if task.ctx_shift is None else task.ctx_shift
 
     def has_budget(self) -> bool:
         return self.n_predict_max == -1 or self.n_predict_max - self.stats.n_gen > 0
@@ -225,7 +230,7 @@ class _Run:
                                      stopped))
         if incomplete:
             self.has_next = True
-        if self.slot_tokens_after() + 1 >= self.n_ctx:
+        if not self.ctx_shift and self.slot_tokens_after() + 1 >= self.n_ctx:
             self.truncated = True
             self.stop = STOP_LIMIT
             self.has_next = False
@@ -305,7 +310,9 @@ def run_completion(ctx, task: CompletionTask) -> None:
                 break
             if task.cancelled.is_set():
                 return
-            decode_step(ctx, live)
+            live = decode_step(ctx, live)
+            if not live:
+                break
     except ModelFileChanged as e:   # the file was cut under the map: not a bug, and already said on stderr
         log.error("generation stopped: %s", e)
         last = Error(500, str(e), "server_error")
@@ -447,10 +454,45 @@ def sample_step(ctx, live: list[_Run], grouped: bool) -> list[_Run]:
     return [r for r in live if not r.done]
 
 
-def decode_step(ctx, live: list[_Run]) -> None:
-    """One update_slots iteration's decode: each live sequence's next token at its position (one llama_decode
-    for all of them; neighbour slots share a ubatch, stream_runs), their logits, the metrics."""
+def context_shift(ctx, r: _Run) -> None:
+    """pre_decode's context shift of a generating slot whose tokens + 1 reach n_ctx
+    (tools/server/server-context.cpp:2933-2970, b11192): n_keep is the request's (-1: the whole prompt), plus 1
+    when the vocabulary adds a BOS, at most n_ctx - 4; n_discard the request's, or half of what follows n_keep
+    when 0, clamped to [0, n_left - 1]. The cache drops positions [n_keep, n_keep + n_discard) and moves the
+    rest down (K re-rotated, bankml.engine.model.KVCache.shift), the slot's tokens likewise; truncated is set."""
+    p, slot = r.params, r.slot
+    n_keep = len(r.task.tokens) if p.n_keep < 0 else p.n_keep
+    if ctx.tokenizer.add_bos:
+        n_keep += 1
+    n_keep = min(r.n_ctx - 4, n_keep)
+    n_left = len(slot.tokens) - n_keep
+    n_discard = p.n_discard if p.n_discard else int(n_left / 2)
+    n_discard = min(max(n_discard, 0), max(0, n_left - 1))
+    log.warning("slot %d: context shift, n_keep = %d, n_left = %d, n_discard = %d", slot.id, n_keep, n_left,
+                n_discard)
+    ctx.model.context_shift(n_keep, n_discard, cache=slot.cache)
+    slot.tokens = slot.tokens[:n_keep] + slot.tokens[n_keep + n_discard:]
+    r.truncated = True
+
+
+def decode_step(ctx, live: list[_Run]) -> list[_Run]:
+    """One update_slots iteration's decode: first pre_decode's context shift of each slot that is full (with
+    --context-shift; a shared prompt's sequences are refused instead), then each live sequence's next token at
+    its position (one llama_decode for all of them; neighbour slots share a ubatch, stream_runs), their logits,
+    the metrics. Returns the sequences still live."""
     model = ctx.model
+    grouped = len(live) > 1 or any(r.task.id_parent != -1 or r.task.children for r in live)
+    for r in live:
+        if r.ctx_shift and len(r.slot.tokens) + 1 >= r.n_ctx:
+            if grouped:
+                # send_error + slot.release (server-context.cpp:2928): no prediction metrics for it
+                _release(ctx.slots, r, Error(500, "context shift cannot be used for shared prompt",
+                                             "server_error"), True, finished=False)
+                continue
+            context_shift(ctx, r)
+    live = [r for r in live if not r.done]
+    if not live:
+        return live
     ctx.worker.new_id()
     multi = stream_runs([r.slot.id for r in live])
     for r, m in zip(live, multi):
@@ -458,6 +500,7 @@ def decode_step(ctx, live: list[_Run]) -> None:
         r.slot.tokens.append(r.next_tok)
         r.logits = model.logits() if len(live) == 1 else model.logits().copy()
     ctx.slots.metrics.decoded(len(live), prompt=False)
+    return live
 
 
 def _release(pool, r, last, grouped: bool, finished: bool = True) -> None:

@@ -34,7 +34,10 @@ HEALTH = frozenset({("GET", "/health"), ("GET", "/v1/health")})       # never a 
 #: the router's own routes (server.cpp, router mode)
 ROUTER_OWN = frozenset({("GET", "/health"), ("GET", "/v1/health"), ("GET", "/models"), ("GET", "/v1/models"),
                         ("POST", "/models"), ("DELETE", "/models"), ("POST", "/models/load"),
-                        ("POST", "/models/unload"), ("GET", "/models/sse")})
+                        ("POST", "/models/unload"), ("GET", "/models/sse"),
+                        # registered by server.cpp itself in either mode, not proxied to a model (the MCP servers
+                        # and built-in tools are the router's own)
+                        ("GET", "/tools"), ("POST", "/tools")})
 
 
 def is_ollama(path: str) -> bool:

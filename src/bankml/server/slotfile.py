@@ -85,9 +85,16 @@ def _packed(tokens: list[int]) -> np.ndarray:
     return out
 
 
+class State(bytes):
+    """A parsed file's K and V rows (per layer, K rows then V rows, in the file's cell order); `positions` the
+    position of each cell when they are not 0 .. n-1 in order (what KVCache.restore reads)."""
+    positions: tuple | None = None
+
+
 def encode(tokens: list[int], state: bytes, geom: Geometry) -> tuple[bytes, int]:
-    """The file of a slot holding `tokens` and the cells of `state` (KVCache.save(): positions 0 .. n-1), with the
-    trailer; and llama-server's n_written (the length without the trailer)."""
+    """The file of a slot holding `tokens` and the cells of `state` (KVCache.save(): the used cells in cell order,
+    at `state.positions`, or 0 .. n-1 when it has none), with the trailer; and llama-server's n_written (the
+    length without the trailer)."""
     rk, rv, nl = geom.k_row, geom.v_row, geom.n_layer
     per = rk + rv
     if len(state) % (nl * per):
@@ -102,7 +109,8 @@ def encode(tokens: list[int], state: bytes, geom: Geometry) -> tuple[bytes, int]
         if cells == 0:
             continue
         meta = np.empty((n, 3), dtype="<i4")
-        meta[:, 0] = np.arange(n)
+        positions = getattr(state, "positions", None)     # after a context shift, cell != position
+        meta[:, 0] = np.arange(n) if positions is None else positions
         meta[:, 1] = 1
         meta[:, 2] = geom.seq_id
         parts += [meta.tobytes(), struct.pack("<II", 0, nl)]
@@ -248,15 +256,15 @@ def parse(data: bytes, geom: Geometry) -> SlotFile:
                     raise SlotFileError(f"invalid slot save file: mismatched {part} row size ({row} != {size}, "
                                         f"layer {lay})")
                 rows[part, lay] = r.take(cells * row, what)
-        sorted_ = bool((order == np.arange(cells)).all())
+        # the cells stay in the file's order (state_read_meta puts them in cells 0 .. n-1 in that order, at their
+        # positions): a state whose positions are not 0 .. n-1 in order says so in `positions`
         out = []
         for lay in range(nl):
             for part, row in (("K", rk), ("V", rv)):
-                m = rows[part, lay]
-                if not sorted_:
-                    m = np.frombuffer(m, dtype=np.uint8).reshape(cells, row)[order].tobytes()
-                out.append(m)
-        state = b"".join(out)
+                out.append(rows[part, lay])
+        state = State(b"".join(out))
+        if not bool((order == np.arange(cells)).all()):
+            state.positions = tuple(int(p) for p in pos)
         n_cells = cells
     if r.pos != end:
         raise SlotFileError(f"invalid slot save file: {end - r.pos} bytes after the slot state are not a "

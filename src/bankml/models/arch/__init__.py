@@ -2,7 +2,7 @@
 (`bankml.models.verify`) and by the engine (`bankml.engine.Model`), so that the guard cannot play a file the
 engine would then refuse, nor the engine read a key or a tensor the guard did not check.
 
-A description (`Architecture`, one module per architecture: `llama.py`, ...) holds:
+A description (`Architecture`, one module per architecture: `llama.py`, `gemma3.py`, ...) holds:
 - its hyper-parameter keys (`Key`): the GGUF type the loader insists on, the HParams field each fills, whether
   it is required, and the rule that fills the field when the key is absent (`Same`, `Ratio`, `TokenCount` or a
   constant);
@@ -23,8 +23,9 @@ data, how the graph runs (bankml.engine).
 from __future__ import annotations
 
 from .describe import Architecture, Check, Key, Ratio, Reading, Same, Tensor, TokenCount
+from .gemma3 import GEMMA3
 from .llama import LLAMA
 
-ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (LLAMA,)}
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (LLAMA, GEMMA3)}
 
 __all__ = ["ARCHITECTURES", "Architecture", "Check", "Key", "Ratio", "Reading", "Same", "Tensor", "TokenCount"]

@@ -16,8 +16,10 @@ from typing import Any, Callable, Mapping
 from ..gguf import GGUFHeader
 
 NORMS = frozenset({"rms"})            # what the compiled graphs implement, per option
-ROPE_TYPES = frozenset({"normal"})
-SWA_PATTERNS = frozenset({"none"})
+ROPE_TYPES = frozenset({"normal", "neox"})
+# "none": every layer attends to the whole cache; "standard/6": llama_hparams::set_swa_pattern(6) with
+# LLAMA_SWA_TYPE_STANDARD, layer il sliding when il % 6 < 5 (Gemma 3), the window from the field n_swa
+SWA_PATTERNS = frozenset({"none", "standard/6"})
 LAYER_FIELD = "n_layer"               # the field "{i}" in tensor names ranges over: 0 .. n_layer-1
 _PY_TYPES = {"UINT32": int, "INT32": int, "UINT64": int, "FLOAT32": float, "BOOL": bool, "STRING": str}
 
@@ -196,6 +198,18 @@ class Architecture:
             for d in t.shape:
                 out |= _names_in(self.dims[d]) if d in self.dims else {d}
         return out
+
+    def swa_layers(self, n_layer: int) -> list[bool]:
+        """Which layers attend through the sliding window (src/llama-hparams.cpp set_swa_pattern, b11192)."""
+        if self.swa == "none":
+            return [False] * n_layer
+        kind, period = self.swa.split("/")
+        return [il % int(period) < int(period) - 1 for il in range(n_layer)]
+
+    @property
+    def swa_type(self) -> str:
+        """The sliding-window type of the SWA layers ("none" without them): the engine's swa_type."""
+        return self.swa.split("/")[0]
 
     def match(self, name: str, n_layer: int | None) -> Tensor | None:
         """The tensor of the description a file's tensor name is (None: the graph does not use it). A layer

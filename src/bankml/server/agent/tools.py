@@ -16,12 +16,17 @@ replaces with llama-server's "File Not Found".
 bankml's departure (issue 19, finding 5): before anything else an enabled /tools asks bankml.server.agent.guard,
 which refuses (403) a foreign Origin, a foreign Host on a loopback connection, a cross-site request without
 Origin and a call whose body is not `Content-Type: application/json`; `--agent-open` turns that off.
+
+MCP servers (`--mcp-servers-config` / `--mcp-servers-json`, bankml.server.agent.mcp, the app's `state.mcp`) add
+their tools after the built-in ones as `<server>_<tool>` (type "mcp", never streamed); a configured MCP server
+enables /tools without --tools. A call answers 200 with `{"plain_text_response": ...}` or `{"error": ...}`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import re
 import subprocess
@@ -38,6 +43,8 @@ from ...cxx import ecma_regex
 from . import guard
 from .cors_proxy import ProxyAnswer
 from ..http import JSON_TYPE, NOT_FOUND, dumps, error_body, error_response, feature_disabled, json_response
+
+log = logging.getLogger("bankml.server")
 
 #: build_tools()'s order
 NAMES = ("read_file", "file_glob_search", "grep_search", "exec_shell_command", "write_file", "edit_file",
@@ -829,16 +836,42 @@ async def _sse(queue, alive):
         alive.clear()
 
 
+def mcp_tool_json(d) -> dict:
+    """server_mcp_tool::to_json: an MCP tool as /tools lists it (`<server>_<tool>`, type mcp, its input schema
+    as the parameters, {} when it has none or it is not an object)."""
+    schema = d.input_schema if isinstance(d.input_schema, dict) else {}
+    return {"display_name": d.full_name, "tool": d.full_name, "type": "mcp", "permissions": {"write": False},
+            "uses_cwd": False, "definition": {"type": "function", "function": {
+                "name": d.full_name, "description": d.description, "parameters": schema}}}
+
+
+def mcp_listed(mgr, names: list[str]) -> dict:
+    """The MCP tools /tools serves after the built-in ones, by `<server>_<tool>`: a name taken by a built-in tool
+    or an earlier MCP tool is skipped (server_tools::setup, with its warning)."""
+    out: dict = {}
+    if mgr is None:
+        return out
+    for d in mgr.tools():
+        if d.full_name in names or d.full_name in out:
+            log.warning('MCP tool "%s" from server "%s" collides with an existing tool, skipping', d.full_name,
+                        d.server)
+            continue
+        out[d.full_name] = d
+    return out
+
+
 async def tools_route(request: Request):
     cfg = request.app.state.cfg
-    if not cfg.server_tools:
+    mgr = getattr(request.app.state, "mcp", None)
+    if not cfg.server_tools and (mgr is None or mgr.empty):
         return feature_disabled()
     refused = guard.refusal(request, "/tools")     # bankml's: a foreign page's request, before any body is read
     if refused is not None:
         return refused
     names = enabled_tools(cfg)
+    mcp_tools = mcp_listed(mgr, names)
     if request.method != "POST":
-        return json_response([tool_json(n) for n in names])
+        return json_response([tool_json(n) for n in names] + [mcp_tool_json(d) for d in mcp_tools.values()])
     try:
         raw = await request.body()
         try:
@@ -854,10 +887,19 @@ async def tools_route(request: Request):
         except nljson.NLError as e:
             raise CallError(str(e), 400) from None
         params = _with_headers(params, request)
-        if tool not in names:
+        if tool not in names and tool not in mcp_tools:
             raise CallError(f"unknown tool \"{tool}\"", 404)
         if stream and tool not in STREAMS:
             raise CallError(f"tool \"{tool}\" does not support stream = true", 404)
+        if tool in mcp_tools:
+            # server_mcp_tool::invoke: the params (headers applied) are the call's arguments; a JSON type error
+            # in the server's reply is a common_json_error (400)
+            d = mcp_tools[tool]
+            try:
+                result = await asyncio.get_running_loop().run_in_executor(None, mgr.call, d.server, d.name, params)
+            except nljson.NLError as e:
+                raise CallError(str(e), 400) from None
+            return json_response(result)
         io = _io(params)
         fn = TOOLS[tool]
         if not stream:

@@ -295,6 +295,7 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
         except oopts.FormatError as e:
             raise Answer(500, e.message, stream) from None
         body = dict(fields)
+        shift, body["n_keep"] = oopts.context_shift(opts, req.get("shift"))
         body.update(fmt_fields)
         body["stream"] = stream
         logprobs = bool(req.get("logprobs"))
@@ -326,18 +327,19 @@ async def _run(request, ctx, m, req, opts, chat, name, t_start, t_loaded, releas
 
         reply = OllamaReply(chat, name, t_start, t_loaded, tok, fmt=prep.fmt, logprobs=logprobs, top_logprobs=top,
                             context_of=context_of, parsed=use_chat)
-        return None, (prep, reply, stream, n_ctx_task)
+        return None, (prep, reply, stream, n_ctx_task, shift)
 
     shown, built = await off_loop(build)
     if shown is not None:              # _debug_render_only
         release()
         return shown
-    prep, reply, stream, n_ctx_task = built
+    prep, reply, stream, n_ctx_task, shift = built
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
     tasks = make_tasks(ctx, prep, lambda i: (lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev)))
     for t in tasks:
         t.n_ctx = n_ctx_task
+        t.ctx_shift = shift
     for t in parents(tasks, prep):
         ctx.worker.submit_completion(t)
 

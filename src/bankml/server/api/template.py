@@ -1,6 +1,7 @@
-"""llama-server's template endpoints: POST /apply-template, POST /v1/chat/completions/input_tokens and POST
-/v1/messages/count_tokens (the Anthropic body rewritten by families.anthropic.convert first; `{"input_tokens": N}`
-without `object`).
+"""llama-server's template endpoints: POST /apply-template, POST /v1/chat/completions/input_tokens, POST
+/v1/responses/input_tokens (/responses/input_tokens: the Responses body rewritten by families.responses.convert
+first) and POST /v1/messages/count_tokens (the Anthropic body rewritten by families.anthropic.convert first;
+`{"input_tokens": N}` without `object`).
 
 All run the chat request step (bankml.chat.request) exactly as /v1/chat/completions does, so they answer with
 the same validation errors; /apply-template returns `{"prompt": ...}`, input_tokens counts the prompt's tokens
@@ -23,6 +24,7 @@ from starlette.routing import Route
 
 from ...chat.request import ChatRequestError, ServerChatOptions, error_body, parse_chat_request
 from ...cxx import nljson
+from .families import responses
 from .families.anthropic import ConversionError, convert
 from ..http import off_loop
 from ..routing import chat_options_of, templates_of, tokenizer_of
@@ -63,6 +65,8 @@ def _chat_request(raw: bytes, parse, templates, opt, convert=None):
         return None, _error(e)
     except ConversionError as e:      # the Anthropic rewrite's runtime_error: ex_wrapper's 500
         return None, _error(ChatRequestError(str(e), 500))
+    except responses.ConversionError as e:    # the Responses rewrite's invalid_argument: ex_wrapper's 400
+        return None, _error(ChatRequestError(str(e), e.status))
 
 
 async def _answer(request: Request, answer, convert=None) -> Response:
@@ -100,6 +104,12 @@ async def input_tokens(request: Request) -> Response:
     return await _answer(request, _count)
 
 
+async def responses_input_tokens(request: Request) -> Response:
+    """POST /v1/responses/input_tokens: the Responses body rewritten as /v1/responses rewrites it, then counted
+    (handle_count_tokens for TASK_RESPONSE_TYPE_OAI_RESP, server-context.cpp:5488-5534: with `object`)."""
+    return await _answer(request, _count, responses.convert)
+
+
 async def anthropic_count_tokens(request: Request) -> Response:
     """POST /v1/messages/count_tokens: the Anthropic body rewritten as /v1/messages rewrites it, then counted."""
     return await _answer(request, _count_anthropic, convert)
@@ -108,5 +118,7 @@ async def anthropic_count_tokens(request: Request) -> Response:
 routes = [
     Route("/apply-template", apply_template, methods=["POST"]),
     Route("/v1/chat/completions/input_tokens", input_tokens, methods=["POST"]),
+    Route("/v1/responses/input_tokens", responses_input_tokens, methods=["POST"]),
+    Route("/responses/input_tokens", responses_input_tokens, methods=["POST"]),
     Route("/v1/messages/count_tokens", anthropic_count_tokens, methods=["POST"]),
 ]

@@ -136,6 +136,13 @@ def n_predict(opts: dict, num_ctx: int) -> int:
     return n
 
 
+def context_shift(opts: dict, shift) -> tuple[bool, int]:
+    """(shift, n_keep): the request's `shift` (server/routes.go:520: on unless it is false) as llama-server's
+    --context-shift for this task, and num_keep as its n_keep (a negative num_keep keeps the whole prompt,
+    runner/llamarunner/runner.go:132, llama-server's n_keep -1; both add the BOS)."""
+    return shift is None or bool(shift), max(opts["num_keep"], -1)
+
+
 def llama_fields(opts: dict, num_ctx: int) -> dict:
     """The llama-server sampling fields of the same meaning, every one sent (llama-server's own defaults differ:
     min_p 0.05, top_k 40, ...). seed -1 is llama-server's random default too."""

@@ -136,8 +136,11 @@ class OAIChat(Family):
         except ChatRequestError as e:
             raise Refusal(e.status, e.message, e.error_type) from None
         data = dict(req.llama_params)
-        if req.has_tools:
-            raise _not_yet("tool calls are not reproduced by bankml yet")
+        if req.has_tools:   # served where llama-server answers without a tool-call grammar / parser
+            from ....chat.tools import refusal
+            why = refusal(req.chat, req.inputs, ctx.templates.caps())
+            if why:
+                raise _not_yet(why)
         if req.chat.format not in ("content-only", "peg-native"):
             raise _not_yet(f"chat format {req.chat.format} is not reproduced by bankml yet")
         gp, base = req.chat.generation_prompt, ctx.base_generation_prompt()

@@ -1,0 +1,59 @@
+"""Tools in a chat request: which requests llama-server b11192 answers without a tool-call grammar or parser,
+and the refusal of the others.
+
+Owns the decision the chat family makes once the template step has run (bankml.chat.request): a request with
+`tools` is served when llama-server's answer to it is the template's plain content answer, and refused (501,
+naming the template's format) where llama-server would build a tool-call grammar (lazy or not, with its
+triggers) and parse `tool_calls` out of the output, which bankml does not reproduce yet.
+Must not know: HTTP, tokens, sampling, how the template renders the tools into the prompt (bankml.chat.template
+does, for every request).
+
+What b11192 does with `tools` on the generic path (no specialized handler; common/chat.cpp
+common_chat_templates_apply_jinja, then the differential autoparser):
+
+- The template's capabilities decide first: chat-diff-analyzer.cpp:261 analyses the tool format only when the
+  template `supports_tool_calls`; otherwise the format stays "none". chat-auto-parser-generator.cpp:105 then
+  builds the content parser (tools leave no trace in the parser), and :62-66 builds no grammar, for every
+  `tool_choice` ("required" included). SmolLM2's own template is such a template: its answer with tools is its
+  answer without them (the prompt rendered by the template, which ignores `tools`).
+- `tool_choice` "none" on any generic template: the content parser, no grammar (:64-66 need "auto" with a
+  trigger marker, or "required"); the tools are still rendered into the prompt.
+- `tool_choice` given as an object (a named function): server-common.cpp:1161 reads it with json_value as a
+  string, so an object falls back to "auto" (bankml.chat.request does the same).
+- `parallel_tool_calls` only reaches the template (and the tool grammar, which these requests do not have).
+
+Everything else (a template that supports tool calls, with tool_choice "auto" or "required"; any specialized
+handler: gpt-oss, Functionary v3.2, Qwen3-Coder, ...; and any template that thinks, whose reasoning / wrapped
+content parse with tools did not replay: SmolLM3, DeepSeek R1, Granite 3.3, Command R7B, where llama-server
+answers a 500 "does not match the expected peg-native format") is refused by `refusal()`.
+"""
+
+from __future__ import annotations
+
+from .messages import ChatInputs, ChatParams
+
+
+def served_without_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> bool:
+    """True when llama-server answers this request with tools exactly as a content answer: the generic path,
+    and a template without tool-call support or tool_choice "none"."""
+    if not inputs.tools:
+        return True
+    if chat.handler != "generic" or chat.supports_thinking:
+        return False
+    return inputs.tool_choice == "none" or not caps.get("supports_tool_calls", False)
+
+
+def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> str | None:
+    """The 501 message for a request with tools bankml does not reproduce, or None when it is served."""
+    if served_without_tool_parser(chat, inputs, caps):
+        return None
+    if chat.handler != "generic":
+        where = f"the {chat.handler} chat format"
+    elif chat.supports_thinking:
+        where = "a template that thinks (the autoparser's reasoning parser)"
+    else:
+        where = "the chat format the autoparser derives from this template (peg-native)"
+    return (f"tool calls (tool_choice {inputs.tool_choice}) in {where} are not reproduced by bankml yet")
+
+
+__all__ = ["refusal", "served_without_tool_parser"]
