@@ -5,7 +5,7 @@
 `get_str`, `value`, `contains`, `iterate` and `NLError` reproduce those texts from Python values decoded by
 `json.loads` (dict key order kept). Numbers: ints as decimal; floats with nlohmann's layout (at most 15 integer
 digits before switching to exponent form, "1.0" for integral values, two-digit exponents), with the shortest
-round-trip digits (Python's repr; nlohmann's Grisu2 agrees but for rare doubles).
+digits of nlohmann's Grisu2 (bankml.cxx._dtoa, which is not always the shortest text: docs/nljson.md).
 
 2. Parsing request bodies: `loads(raw)` accepts what `json::parse(body)` (strict, no comments) accepts and
 raises `JSONParseError` (an NLError) whose message is nlohmann's exception text.
@@ -35,6 +35,8 @@ from __future__ import annotations
 import json
 import math
 import re
+
+from . import _dtoa
 
 
 def type_name(v) -> str:
@@ -112,36 +114,8 @@ def iterate(v):
 
 
 def _float(x: float) -> str:
-    if not math.isfinite(x):
-        return "null"
-    sign = "-" if math.copysign(1.0, x) < 0 else ""
-    x = abs(x)
-    if x == 0:
-        return sign + "0.0"
-    r = repr(x)
-    mant, _, exp = r.partition("e")
-    e10 = int(exp) if exp else 0
-    if "." in mant:
-        ip, fp = mant.split(".")
-    else:
-        ip, fp = mant, ""
-    digits = (ip + fp).lstrip("0")
-    # decimal exponent of the last digit: value = digits * 10^(n - k)
-    point = len(ip) + e10                     # position of the decimal point counted from the first char of ip+fp
-    lead_zeros = len(ip + fp) - len((ip + fp).lstrip("0"))
-    digits = digits.rstrip("0") or "0"
-    k = len(digits)
-    n = point - lead_zeros
-    if k <= n <= 15:
-        return sign + digits + "0" * (n - k) + ".0"
-    if 0 < n <= 15:
-        return sign + digits[:n] + "." + digits[n:]
-    if -4 < n <= 0:
-        return sign + "0." + "0" * (-n) + digits
-    e = n - 1
-    body = digits if k == 1 else digits[0] + "." + digits[1:]
-    es = "-" if e < 0 else "+"
-    return sign + body + "e" + es + ("%02d" % abs(e))
+    """A double as nlohmann writes it: Grisu2's digits and nlohmann's layout (bankml.cxx._dtoa)."""
+    return _dtoa.number_text(x)
 
 
 def _str(s: str) -> str:

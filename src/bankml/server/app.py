@@ -82,13 +82,9 @@ async def _infill(request: Request) -> Response:
     return error_response("/infill is not reproduced by bankml yet", 501)
 
 
-_EMBD = _not_supported("This server does not support embeddings. Start it with `--embeddings`")
-_RERANK = _not_supported("This server does not support reranking. Start it with `--reranking`")
 _LATER = _not_supported("this endpoint is not reproduced by bankml yet")
 
 other_routes = [Route("/infill", _infill, methods=["POST"])] + [
-    Route(p, _EMBD, methods=["POST"]) for p in ("/embedding", "/embeddings", "/v1/embeddings")] + [
-    Route(p, _RERANK, methods=["POST"]) for p in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking")] + [
     Route(p, _LATER, methods=["POST"]) for p in (
         "/v1/audio/transcriptions", "/audio/transcriptions",
         "/v1/chat/completions/control", "/lora-adapters")] + [
@@ -97,8 +93,8 @@ other_routes = [Route("/infill", _infill, methods=["POST"])] + [
 
 
 def _routes(router: bool = False):
-    from .api import completion as completion_api, ollama as ollama_api, ollama_models, slots as slots_api, \
-        stream_sessions
+    from .api import completion as completion_api, embeddings as embeddings_api, ollama as ollama_api, \
+        ollama_models, slots as slots_api, stream_sessions
     from .agent import cors_proxy, tools
     if router:
         from .api import router as router_api
@@ -106,7 +102,8 @@ def _routes(router: bool = False):
     else:
         first = []
     return (first + info_api.routes + tokenize_api.routes + template_api.routes + completion_api.routes
-            + slots_api.routes + stream_sessions.routes + cors_proxy.routes + tools.routes + other_routes
+            + embeddings_api.routes + slots_api.routes + stream_sessions.routes + cors_proxy.routes + tools.routes
+            + other_routes
             + ollama_api.routes + ollama_models.routes)
 
 

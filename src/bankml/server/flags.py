@@ -152,6 +152,9 @@ class ServerConfig:
     models_autoload: bool = True           # --models-autoload / --no-models-autoload
     sleep_idle_seconds: int = -1           # --sleep-idle-seconds (-1: never)
     ollama: bool = False                   # bankml's --ollama: also listen on Ollama's address (OLLAMA_HOST)
+    embedding: bool = False                # --embeddings (--reranking too): the embedding routes answer
+    pooling: str | None = None             # --pooling none|mean|cls|last|rank (None: the model's default)
+    embd_normalize: int = 2                # --embd-normalize (common_embd_normalize's mode)
     help: bool = False
     version: bool = False
     given: list = field(default_factory=list)   # the command line's (flag, value) pairs, in order
@@ -367,6 +370,17 @@ def _slot_save_path(cfg, flag, v):
     cfg.slot_save_path = v if v.endswith(os.sep) else v + os.sep
 
 
+def _pooling(cfg, flag, v):
+    if v not in ("none", "mean", "cls", "last", "rank"):
+        raise FlagError(f"error while handling argument \"{flag}\": invalid value")
+    cfg.pooling = v
+
+
+def _reranking(cfg, flag, v):
+    cfg.embedding = True
+    cfg.pooling = "rank"
+
+
 def _sleep_idle(cfg, flag, v):
     n = _int(flag, v)
     if n == 0 or n < -1:
@@ -449,6 +463,10 @@ _FLAGS = [
     (("--presence-penalty",), True, _sampling("penalty_present")),
     (("--frequency-penalty",), True, _sampling("penalty_freq")),
     (("-bs", "--backend-sampling"), False, _sampling("backend_sampling", lambda f, v: True)),
+    (("--pooling",), True, _pooling),
+    (("--embd-normalize",), True, _set("embd_normalize", _int)),
+    (("--embedding", "--embeddings"), False, _flag("embedding", True)),
+    (("--rerank", "--reranking"), False, _reranking),
     (("--models-dir",), True, _set("models_dir")),
     (("--models-max",), True, _set("models_max", _int)),
     (("--models-autoload",), False, _flag("models_autoload", True)),
@@ -641,6 +659,12 @@ def _check(cfg: ServerConfig) -> None:
         raise FlagError(f"error: invalid number of slots {cfg.n_parallel}")
     if cfg.n_batch < 1 or cfg.n_ubatch < 1:
         raise FlagError("error: batch sizes must be positive")
+    if cfg.embedding and cfg.n_batch > cfg.n_ubatch and not cfg.router_mode:
+        # server.cpp: an embedding's prompt must fit one ubatch, so llama-server lowers n_batch to n_ubatch (with
+        # a warning); its router leaves that to the children
+        print(f"warn: embeddings enabled with n_batch ({cfg.n_batch}) > n_ubatch ({cfg.n_ubatch}), setting "
+              f"n_batch = n_ubatch = {cfg.n_ubatch}", file=sys.stderr)
+        cfg.n_batch = cfg.n_ubatch
     if cfg.chat_template and not cfg.use_jinja:
         from ..chat.legacy import startup_error, verify
         if not verify(cfg.chat_template):
@@ -679,7 +703,9 @@ _LLAMA_OPTIONS = [
     (("-rea", "--reasoning"), ()), (("-fa", "--flash-attn"), ()), (("--cache-reuse",), ()), (("-s", "--seed"), ()),
     (("--temp", "--temperature"), ()), (("--top-k",), ()), (("--top-p",), ()), (("--min-p",), ()),
     (("--repeat-penalty",), ()), (("--repeat-last-n",), ()), (("--presence-penalty",), ()),
-    (("--frequency-penalty",), ()), (("-bs", "--backend-sampling"), ()), (("--models-dir",), ()),
+    (("--frequency-penalty",), ()), (("-bs", "--backend-sampling"), ()), (("--pooling",), ()),
+    (("--embd-normalize",), ()), (("--embedding", "--embeddings"), ()), (("--rerank", "--reranking"), ()),
+    (("--models-dir",), ()),
     (("--models-max",), ()), (("--models-autoload",), ("--no-models-autoload",)), (("--sleep-idle-seconds",), ()),
 ]
 _OPTION_OF = {name: (pos, neg, name in neg) for pos, neg in _LLAMA_OPTIONS for name in pos + neg}

@@ -548,6 +548,12 @@ class Worker:
             child.id_parent = task.id
         self.submit(run_completion, self.ctx, task)
 
+    def submit_task(self, fn, task) -> None:
+        """Queue another kind of slot task (bankml.server.embeddings): its id is taken now, as for a completion;
+        fn(ctx, task) runs on the worker."""
+        task.id = self.new_id()
+        self.submit(fn, self.ctx, task)
+
     def call(self, fn, *args):
         """Run fn(*args) on the worker (after the tasks before it) and return its result (blocking)."""
         done = threading.Event()

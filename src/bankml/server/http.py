@@ -27,10 +27,11 @@ import threading
 from urllib.parse import urlsplit
 
 import anyio
+import numpy as np
 from starlette.responses import Response
 from starlette.routing import Match
 
-from ..cxx import nljson
+from ..cxx import _dtoa, nljson
 from ..errors import BankmlError
 
 #: cpp-httplib's CPPHTTPLIB_PAYLOAD_MAX_LENGTH as llama-server builds it
@@ -80,6 +81,9 @@ def _pieces(v, out: list) -> None:
             _pieces(x, out)
             sep = ","
         out.append("]")
+    elif isinstance(v, np.ndarray):
+        # a vector of floats (an embedding): each as nlohmann writes a double, in compiled code
+        out.append(_dtoa.array_text(v))
     elif isinstance(v, str) and len(v) > PIECE:
         out.append('"')
         for a in range(0, len(v), PIECE):

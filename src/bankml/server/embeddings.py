@@ -1,0 +1,196 @@
+"""Embedding and rerank tasks on the server's slots, as llama-server b11192 runs them (tools/server/server-context.cpp:
+update_slots for a task that needs embeddings, send_embedding, send_rerank).
+
+    tasks = make_tasks(token_lists, pooling, normalize, rerank, emit_for)   # one task per input, in input order
+    for t in tasks: ctx.worker.submit_task(run_embedding, t)                # emit(Result | Error) on the worker
+    results = compute(ctx, token_lists, pooling="mean", normalize=2)        # the same, blocking (a worker thread)
+
+Per task, in llama-server's order: the slot (get_available_slot: an embedding task never updates the host prompt
+cache), "Prompt contains invalid tokens", then cache_idle_slots; then the prompt:
+- pooling none, mean, cls and rank cannot split their prompt (can_split): it must fit one ubatch ("input (N tokens)
+  is too large to process. increase the physical batch size (current batch size: U)", 500) and the slot's context
+  ("input ... is larger than the max context size", exceed_context_size_error); nothing cached is reused, the slot
+  is cleared and the whole prompt is one decode with every token an output (bankml.engine.Model.embed);
+- pooling last can split: the cached prefix is kept (LCP with the slot's tokens, a fully cached prompt recomputes
+  its last token), the rest goes in calls of at most n_batch tokens, and the last call's last row is the vector;
+  a prompt of n_ctx tokens or more is exceed_context_size_error.
+The slot keeps the prompt's cells and tokens afterwards (a later request may reuse them).
+
+Results (send_embedding): pooling none gives every row of the last call, unnormalised; any other pooling one row,
+normalised with the request's embd_normalize (common_embd_normalize); rerank (send_rerank) the pooled row's element
+0 as the score. This module knows no HTTP shape: bankml.server.api.embeddings (llama-server's and OpenAI's routes)
+and bankml.server.api.ollama write the JSON.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ModelFileChanged
+from .generation import Error
+from .slots import common_prefix, time_us
+
+#: llama_pooling_type values of a GGUF's `<arch>.pooling_type`
+POOLING_TYPES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
+
+
+def pooling_of(cfg, header) -> str:
+    """llama_pooling_type(ctx): --pooling, else the model's `<arch>.pooling_type`, else none (llama_context)."""
+    if cfg.pooling is not None:
+        return cfg.pooling
+    v = header.get(f"{header.architecture}.pooling_type")
+    return POOLING_TYPES.get(int(v), "none") if v is not None else "none"
+
+
+@dataclass
+class Result:
+    """server_task_result_embd / _rerank: the input's index, its token count (tokens_evaluated), its vectors (one per
+    token with pooling none, else one) and, for rerank, the score."""
+    index: int
+    n_tokens: int
+    vectors: list = field(default_factory=list)
+    score: float = 0.0
+
+
+@dataclass
+class EmbeddingTask:
+    tokens: list[int]
+    pooling: str
+    normalize: int
+    rerank: bool
+    emit: object                        # callable(Result | Error), called on the worker thread
+    index: int = 0
+    id: int = 0
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+def make_tasks(token_lists, pooling: str, normalize: int, rerank: bool, emit_for) -> list[EmbeddingTask]:
+    """One task per input (post_tasks numbers them 0, 1, ... as their result index)."""
+    return [EmbeddingTask(list(t), pooling, normalize, rerank, emit_for(i), index=i)
+            for i, t in enumerate(token_lists)]
+
+
+def _prompt_error(ctx, slot, task: EmbeddingTask, can_split: bool):
+    """update_slots' size checks of a new prompt (server-context.cpp:3184-3212)."""
+    P = len(task.tokens)
+    if not can_split:
+        n_ubatch = ctx.model.n_ubatch
+        if P > n_ubatch:
+            return Error(500, f"input ({P} tokens) is too large to process. increase the physical batch size "
+                              f"(current batch size: {n_ubatch})", "server_error")
+        if P > slot.n_ctx:
+            return Error(400, f"input ({P} tokens) is larger than the max context size ({slot.n_ctx} tokens). "
+                              "skipping", "exceed_context_size_error", n_prompt_tokens=P, n_ctx=slot.n_ctx)
+    elif P >= slot.n_ctx:
+        return Error(400, f"request ({P} tokens) exceeds the available context size ({slot.n_ctx} tokens), try "
+                          "increasing it", "exceed_context_size_error", n_prompt_tokens=P, n_ctx=slot.n_ctx)
+    return None
+
+
+def run_embedding(ctx, task: EmbeddingTask) -> None:
+    """One embedding or rerank task, start to end, on the worker thread (see the module doc)."""
+    pool, model, tk = ctx.slots, ctx.model, ctx.tokenizer
+    if task.cancelled.is_set():
+        return
+    if not task.tokens:
+        # only a rerank of an empty query and an empty document gets here (the embedding routes refuse empty input
+        # first); llama-server's slot sends it a completion's result and its reader aborts on the type
+        task.emit(Error(400, "the query and the document are both empty: there is nothing to rank",
+                        "invalid_request_error"))
+        return
+    slot = pool.select(task.tokens, -1, completion=False)
+    if any(not 0 <= t < tk.n_vocab for t in task.tokens):
+        task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
+        return
+    slot.processing = True
+    slot.id_task = task.id
+    pool.cache_idle(slot)
+    pool.n_processing += 1
+    out = None
+    try:
+        out = _evaluate(ctx, slot, task)
+    except ModelFileChanged as e:
+        out = Error(500, str(e), "server_error")
+    except Exception as e:          # a bug: llama-server's 500 rather than a client left waiting
+        import logging
+        logging.getLogger("bankml.server").exception("embedding failed")
+        out = Error(500, str(e) or type(e).__name__, "server_error")
+    finally:
+        pool.n_processing -= 1
+        slot.processing = False
+        slot.t_last_used = time_us()
+        if out is not None:
+            task.emit(out)
+
+
+def _evaluate(ctx, slot, task: EmbeddingTask):
+    pool, model, worker = ctx.slots, ctx.model, ctx.worker
+    pooling = "rank" if task.rerank else task.pooling
+    can_split = pooling == "last"          # llama has a memory module: only last pooling may split its prompt
+    worker.new_id()                        # update_slots' iteration
+    err = _prompt_error(ctx, slot, task, can_split)
+    if err is not None:
+        return err
+    tokens = task.tokens
+    P = len(tokens)
+    n_past = 0
+    if can_split:
+        n_past = common_prefix(slot.tokens, tokens)
+        if n_past == P and n_past > 0:
+            n_past -= 1
+    pool.metrics.start()
+    pool.metrics.prompt_cached(n_past)
+    slot.keep_first(n_past)
+    n_batch = ctx.n_batch if can_split else P
+    rows = None
+    first = True
+    while len(slot.tokens) < P:
+        if task.cancelled.is_set():
+            return None
+        if not first:
+            worker.new_id()
+        first = False
+        chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
+        rows = model.embed(chunk, len(slot.tokens), cache=slot.cache)
+        slot.tokens.extend(chunk)
+        pool.metrics.decoded(len(chunk), prompt=True)
+    if task.rerank:
+        return Result(task.index, P, score=float(model.pool(rows, "rank")[0]))
+    if pooling == "none":
+        return Result(task.index, P, [np.array(r, dtype=np.float32) for r in rows])
+    vec = model.normalize(model.pool(rows, pooling), task.normalize)
+    return Result(task.index, P, [np.asarray(vec, dtype=np.float32)])
+
+
+def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = False) -> list[Result]:
+    """Every input's Result, in input order, from the worker (blocking: call it off the event loop). Raises the first
+    Error (a bankml.server.http.Refusal) a task answered."""
+    got: dict[int, object] = {}
+    done = threading.Event()
+    lock = threading.Lock()
+    n = len(token_lists)
+
+    def emit_for(i):
+        def emit(ev):
+            with lock:
+                got[i] = ev
+                if len(got) == n or isinstance(ev, Error):
+                    done.set()
+        return emit
+
+    tasks = make_tasks(token_lists, pooling, normalize, rerank, emit_for)
+    if not tasks:
+        return []
+    for t in tasks:
+        ctx.worker.submit_task(run_embedding, t)
+    done.wait()
+    with lock:
+        errors = [ev for ev in got.values() if isinstance(ev, Error)]
+    if errors:
+        for t in tasks:
+            t.cancelled.set()
+        raise errors[0]
+    return [got[i] for i in range(n)]
