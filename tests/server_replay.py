@@ -329,9 +329,29 @@ sys.exit(main())
 
 
 def recorded_day(session: dict) -> str | None:
-    """The day a session's answers show its recording on (RECORDED_DAY), or None."""
-    m = RECORDED_DAY.search(json.dumps([st["answer"] for st in session["steps"]]))
-    return m.group(1) if m else None
+    """The day a session was recorded on: the one its answers print (RECORDED_DAY), else the local day of the
+    first `created` stamp llama-server wrote (its clock when it answered; a template may print that day even where
+    the answer does not, as firefunction v2's "Today is Dec 03"), else None."""
+    answers = [st["answer"] for st in session["steps"]]
+    m = RECORDED_DAY.search(json.dumps(answers))
+    if m:
+        return m.group(1)
+    stamp = _first_created(answers)
+    return None if stamp is None else time.strftime("%d %b %Y", time.localtime(stamp))
+
+
+def _first_created(value) -> int | None:
+    if isinstance(value, dict):
+        created = value.get("created")
+        if isinstance(created, int) and not isinstance(created, bool) and created > 0:
+            return created
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = _first_created(item)
+            if found is not None:
+                return found
+    return None
 
 
 class BankmlServe:
