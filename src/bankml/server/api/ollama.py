@@ -408,10 +408,93 @@ def text_piece(tok, t: int) -> str:
 
 
 async def embed(request: Request) -> Response:
-    return _error(501, "embeddings are not reproduced by bankml yet: POST /api/embed and /api/embeddings are "
-                       "refused until bankml computes embeddings")
+    """EmbedHandler (server/routes.go:640): the inputs, the model, the options, the lease; no input only loads;
+    each input's tokens by the runner's rules (bankml.server.ollama.embed), the vectors computed by the engine as
+    llama-server computes them for the model's pooling (unnormalized), then Ollama's normalize and dimensions."""
+    return await _embed(request, legacy=False)
+
+
+async def embeddings(request: Request) -> Response:
+    """EmbeddingsHandler (server/routes.go:803): one prompt, an invalid name 400, no prompt only loads; the
+    runner's vector unnormalized as float64; every runner error 500."""
+    return await _embed(request, legacy=True)
+
+
+async def _embed(request: Request, legacy: bool) -> Response:
+    from .. import embeddings as engine_embeddings
+    from ..ollama import embed as oembed
+    t_start = time.monotonic_ns()
+    try:
+        req = await off_loop(gojson.bind, await request.body(), "EmbeddingRequest" if legacy else "EmbedRequest")
+    except gojson.BindError as e:
+        return _error(400, "missing request body" if e.eof else e.message)
+    name = req.get("model", "")
+    if legacy:
+        if not names.parse(name).valid:
+            return _error(400, "model is required")              # routes.go:815
+        texts = [req["prompt"]] if req.get("prompt") else []
+    else:
+        try:
+            texts = oembed.inputs(req.get("input"))
+        except oembed.EmbedError as e:
+            return _error(e.status, e.message)
+    m = Catalog(request.app.state.residency).find(name)
+    if m is None:
+        # scheduleRunner's GetModel: os.ErrNotExist -> handleScheduleError (routes.go:2363)
+        return _error(404, f"model {gojson.go_quote(name)} not found, try pulling it first")
+    try:
+        opts = oopts.merged(m.parameters, req.get("options"))
+    except oopts.OptionError as e:
+        return _error(500, e.message)
+    residency = request.app.state.residency
+    r = residency.resolve(m.resident)
+    was_running = r.running
+    try:
+        ctx = await _lease(request, r)
+    except Answer as e:
+        return _error(e.status, e.message)
+    try:
+        _keep_alive(request, m, req, was_running)
+        t_loaded = time.monotonic_ns()
+        if not texts:
+            # routes.go:684 / :829: an empty request loads the model
+            return _json({"embedding": []} if legacy else {"model": name, "embeddings": []})
+
+        def run():
+            header = ctx.header
+            pooling = oembed.pooling(header)
+            if pooling == "rank":
+                raise oembed.EmbedError(501, "a ranking model's embeddings are not reproduced by bankml")
+            n_train = int(getattr(ctx.meta, "n_ctx_train", 0) or 0)
+            runner = oembed.Runner(ctx.tokenizer, header, opts["num_ctx"],
+                                   oopts.effective_ctx(opts, n_train, ctx.n_ctx_slot))
+            truncate = req.get("truncate", True)
+            if legacy:
+                lists = [runner.sequence(texts[0])]
+            else:
+                lists = [runner.tokens(t, truncate) for t in texts]
+            try:
+                results = engine_embeddings.compute(ctx, lists, pooling=pooling, normalize=-1, cache_prompt=False)
+            except Refusal as e:
+                raise oembed.EmbedError(e.status, e.message.strip()) from None
+            vecs = [res.vectors[0] for res in results]
+            if legacy:
+                return oembed.embedding_body(vecs[0])
+            d = req.get("dimensions", 0)
+            vecs = [oembed.dimensions(oembed.normalize(v), d) for v in vecs]
+            count = sum(len(t) for t in lists)
+            return oembed.embed_body(name, vecs, time.monotonic_ns() - t_start, t_loaded - t_start, count)
+
+        try:
+            body = await off_loop(run)
+        except oembed.EmbedError as e:
+            # EmbeddingsHandler answers every runner error 500 (routes.go:833)
+            return _error(500 if legacy else e.status, e.message)
+        return Response(body, status_code=200, media_type=JSON_TYPE)
+    finally:
+        residency.release(r)
 
 
 routes = [Route("/", root, methods=["GET", "HEAD"]), Route("/api/version", version, methods=["GET", "HEAD"]),
           Route("/api/chat", chat, methods=["POST"]), Route("/api/generate", generate, methods=["POST"]),
-          Route("/api/embed", embed, methods=["POST"]), Route("/api/embeddings", embed, methods=["POST"])]
+          Route("/api/embed", embed, methods=["POST"]), Route("/api/embeddings", embeddings, methods=["POST"])]
