@@ -34,6 +34,7 @@ little-endian), the count, and the steps (tokens, truncation).
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import sys
@@ -242,21 +243,17 @@ def fixed_cases() -> list[dict]:
 
 # --- Ollama's rule, on its own ------------------------------------------------------------------------------------
 
+def _go_replace(e: UnicodeDecodeError):
+    # Go's utf8.DecodeRune fails one byte at a time: one U+FFFD, then decoding resumes at the next byte
+    return "\ufffd", e.start + 1
+
+
+codecs.register_error("go-json", _go_replace)
+
+
 def go_utf8(b: bytes) -> str:
     """Go's json.Marshal of a string: a byte that starts no valid UTF-8 sequence is one U+FFFD."""
-    out, i = [], 0
-    while i < len(b):
-        for size in (1, 2, 3, 4):
-            try:
-                out.append(b[i:i + size].decode("utf-8"))
-                i += size
-                break
-            except UnicodeDecodeError:
-                continue
-        else:
-            out.append("\ufffd")
-            i += 1
-    return "".join(out)
+    return b.decode("utf-8", "go-json")
 
 
 def go_normalize(v: np.ndarray) -> np.ndarray:

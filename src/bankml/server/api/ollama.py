@@ -19,11 +19,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import embeddings as engine_embeddings
 from .. import keep_alive as ka
 from ..context import slot_context
 from ..generation import Error, Final, Token
 from ..http import Refusal, off_loop
 from ..ollama import gojson
+from ..ollama import embed as oembed
 from ..ollama import options as oopts
 from ..ollama import prompt as oprompt
 from ..ollama.catalog import Catalog
@@ -126,6 +128,15 @@ def _has_tools(ctx) -> bool:
 
 # --- the handlers -----------------------------------------------------------------------------------------------
 
+async def _bind(request: Request, struct: str):
+    """gin's ShouldBindJSON into the api struct (on a worker thread): the request's fields, or the 400 answer
+    (io.EOF: `missing request body`; else Go's decode error)."""
+    try:
+        return await off_loop(gojson.bind, await request.body(), struct)
+    except gojson.BindError as e:
+        return _error(400, "missing request body" if e.eof else e.message)
+
+
 async def chat(request: Request) -> Response:
     return await _handle(request, chat=True)
 
@@ -136,10 +147,9 @@ async def generate(request: Request) -> Response:
 
 async def _handle(request: Request, chat: bool) -> Response:
     t_start = time.monotonic_ns()
-    try:
-        req = await off_loop(gojson.bind, await request.body(), "ChatRequest" if chat else "GenerateRequest")
-    except gojson.BindError as e:
-        return _error(400, "missing request body" if e.eof else e.message)
+    req = await _bind(request, "ChatRequest" if chat else "GenerateRequest")
+    if isinstance(req, Response):
+        return req
     top = req.get("top_logprobs", 0)
     if top < 0 or top > 20:
         return _error(400, "top_logprobs must be between 0 and 20")
@@ -421,13 +431,10 @@ async def embeddings(request: Request) -> Response:
 
 
 async def _embed(request: Request, legacy: bool) -> Response:
-    from .. import embeddings as engine_embeddings
-    from ..ollama import embed as oembed
-    t_start = time.monotonic_ns()
-    try:
-        req = await off_loop(gojson.bind, await request.body(), "EmbeddingRequest" if legacy else "EmbedRequest")
-    except gojson.BindError as e:
-        return _error(400, "missing request body" if e.eof else e.message)
+    t_start = time.monotonic_ns()          # checkpointStart (routes.go:641)
+    req = await _bind(request, "EmbeddingRequest" if legacy else "EmbedRequest")
+    if not isinstance(req, dict):
+        return req
     name = req.get("model", "")
     if legacy:
         if not names.parse(name).valid:
