@@ -12,8 +12,9 @@ and serves with `--jinja` unless a test asks for `--no-jinja` (the suite's own d
 `--suite-jinja-default` keeps it), and runs pytest on test_basic, test_chat_completion, test_completion,
 test_tokenize, test_stream, test_security, test_metrics, test_ignore_eos, test_ctx_shift, test_router and
 test_sleep (the router preset over a --models-dir of three SmolLM2 files named as test_router's hub models) with
-LLAMA_SERVER_BIN_PATH pointing at the server. Results (test id -> passed / failed / skipped) go to
-`--out` (JSON). Needs the test suite's requirements (pytest, requests, openai, filelock, wget).
+LLAMA_SERVER_BIN_PATH pointing at the server, on a port the kernel finds free (PORT chooses one; a port some
+server already listens on is refused: the suite would test that server instead). Results (test id -> passed /
+failed / skipped) go to `--out` (JSON). Needs the test suite's requirements (pytest, requests, openai, filelock, wget).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -115,13 +117,37 @@ def bankml_wrapper(workdir: Path) -> Path:
     return w
 
 
+def _listened(port: int) -> bool:
+    """Does a server already listen on 127.0.0.1:`port`?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def suite_port(environ) -> int:
+    """The port the suite's servers listen on: `PORT` when given (refused when a server already listens there),
+    else one the kernel finds free. A fixed default collides on a shared machine: the suite's ServerProcess
+    waits for any 200 from /health, so a server of another run on the port (say a router, which answers a
+    request naming no model with 400 "model name is missing from the request") is tested in its place while the
+    one started dies of "couldn't bind HTTP server socket"."""
+    if environ.get("PORT"):
+        port = int(environ["PORT"])
+        if _listened(port):
+            raise SystemExit(f"PORT={port}: a server already listens there (another run?); the suite would test it "
+                             "instead of the one it starts")
+        return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run(server: str, out: Path, extra: list[str], force_jinja: bool = True, files: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="llama-suite-") as tmp:
         tmp = Path(tmp)
         tests = prepare(tmp, str(MODEL), force_jinja)
         binary = str(ORACLE_BIN) if server == "oracle" else str(bankml_wrapper(tmp))
         env = dict(os.environ, LLAMA_SERVER_BIN_PATH=binary, LLAMA_CACHE=str(tmp / "cache"))
-        env.setdefault("PORT", "8183")
+        env["PORT"] = str(suite_port(os.environ))
         if server == "oracle":
             env["LD_LIBRARY_PATH"] = str(ORACLE_BIN.parent)
         report = tmp / "report.xml"

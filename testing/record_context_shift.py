@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from testing.oracle import model_path  # noqa: E402
-from testing.record_server import OUT, Ports, play, unstable  # noqa: E402
+from testing.record_server import write_sessions  # noqa: E402
 from testing.server_sessions import flags, post  # noqa: E402
 
 CMPL = "/completion"
@@ -167,20 +167,7 @@ def main() -> None:
     if args.engine:
         engine_record()
         return
-    model = str(model_path("smollm2"))
-    ports = Ports(args.port_base)
-    out = []
-    for sess in sessions():
-        steps = play(sess, model, ports.next())
-        if not args.no_check:
-            problems = unstable(steps, play(sess, model, ports.next()))
-            if problems:
-                print(f"UNSTABLE {sess['name']}: left out\n  " + "\n  ".join(p[:300] for p in problems[:5]))
-                continue
-        print(f"{sess['name']}: {len(steps)} requests, statuses {[s['answer']['status'] for s in steps]}")
-        out.append({"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps})
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "context_shift.json").write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+    write_sessions("context_shift.json", sessions(), args.port_base, not args.no_check)
 
 
 if __name__ == "__main__":

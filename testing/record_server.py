@@ -135,12 +135,18 @@ def record_file(name: str, sessions: list[dict], doc: str, port_base: int, play_
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--port-base", type=int, default=port_base)
     args = ap.parse_args()
+    write_sessions(name, sessions, args.port_base, not args.no_check, play_session)
+
+
+def write_sessions(name: str, sessions: list[dict], port_base: int, check: bool = True, play_session=play) -> None:
+    """record_file's work without its command line (for a recorder with options of its own,
+    testing/record_context_shift.py): each session played (twice when `check`) on ports from `port_base`."""
     model = str(model_path("smollm2"))
-    ports = Ports(args.port_base)
+    ports = Ports(port_base)
     out = []
     for sess in sessions:
         steps = play_session(sess, model, ports.next())
-        if not args.no_check:
+        if check:
             problems = unstable(steps, play_session(sess, model, ports.next()))
             if problems:
                 print(f"UNSTABLE {sess['name']}: left out\n  " + "\n  ".join(p[:300] for p in problems[:5]))

@@ -131,3 +131,27 @@ def test_base64_is_the_float32_bits():
     b = _recorded("mean", "/v1/embeddings", {"input": "Test base64 embedding output", "encoding_format": "base64"})
     assert base64.b64decode(b["data"][0]["embedding"]) == \
         np.asarray(f["data"][0]["embedding"], dtype="<f4").tobytes()
+
+
+@pytest.mark.slow
+def test_engine_api_answers_as_the_routes(smollm2_path):
+    """bankml.Engine's embeddings / embedding / rerank give llama-server's recorded answers (floats to the bit)."""
+    import bankml
+    base = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", "-np", "1"]
+    cases = [("mean", "/v1/embeddings", {"input": "Test base64 embedding output", "encoding_format": "float"}),
+             ("mean", "/v1/embeddings", {"input": ["two", "base64 inputs"], "encoding_format": "base64",
+                                         "model": "mine"}),
+             ("mean", "/embeddings", {"input": "Hello world"})]
+    with bankml.Engine(base + ["--embeddings", "--pooling", "mean"]) as eng:
+        for _, path, body in cases:
+            want = _recorded("mean", path, body)
+            got = eng.embeddings(body) if path == "/v1/embeddings" else eng.embedding(body)
+            got = json.loads(json.dumps(got).replace(json.dumps(str(smollm2_path))[1:-1], RECORDED_MODEL))
+            assert got == want
+        with pytest.raises(bankml.EngineError) as e:
+            eng.embeddings({"input": ""})
+        assert e.value.status == 400 and e.value.message == "Input content cannot be empty"
+    with bankml.Engine(base + ["--reranking"]) as eng:
+        body = {"query": "a", "documents": ["Hello", "Hello world", "I believe the meaning of life is"],
+                "model": "my-reranker"}
+        assert eng.rerank(body) == _recorded("rerank", "/v1/rerank", body)

@@ -5,6 +5,8 @@
         for chunk in eng.chat_stream({"messages": [...]}):                 # the SSE chunks, as dicts
             ...
         eng.completion({"prompt": "..."}) ; eng.completions({...})         # /completion and /v1/completions
+        eng.embeddings({"input": [...]}) ; eng.rerank({"query": ..., "documents": [...]})   # with --embeddings /
+                                                                           #  --reranking: /v1/embeddings, /rerank
 
 Each call goes through the same request step, worker thread, slots and response families as the HTTP routes
 (bankml.server.api.completion, bankml.server.api.families), so `chat()` returns the object /v1/chat/completions
@@ -76,7 +78,37 @@ class Engine:
     def completions_stream(self, body: dict):
         return self._stream(dict(body, stream=True), OAI_COMPLETIONS)
 
+    def embeddings(self, body: dict) -> dict:
+        """/v1/embeddings' object (start the Engine with --embeddings)."""
+        return self._embed(body, True)
+
+    def embedding(self, body: dict) -> list:
+        """/embeddings' list (llama-server's own shape; with pooling none a row per token)."""
+        return self._embed(body, False)
+
+    def rerank(self, body: dict):
+        """/rerank's object (start the Engine with --reranking), or TEI's list when the body has "texts"."""
+        from .api.embeddings import Rerank
+        return self._run_embedding(lambda raw: Rerank(self.ctx, raw), body, True)
+
     # -- plumbing
+    def _embed(self, body: dict, oai: bool):
+        from .api.embeddings import Embeddings
+        return self._run_embedding(lambda raw: Embeddings(self.ctx, raw, oai=oai), body, False)
+
+    def _run_embedding(self, make, body: dict, rerank: bool):
+        import json
+
+        from . import embeddings
+        self._check_file()
+        try:
+            req = make(json.dumps(body, ensure_ascii=False).encode())
+            results = embeddings.compute(self.ctx, req.token_lists, getattr(req, "pooling", "rank"),
+                                         getattr(req, "normalize", 2), rerank)
+        except Refusal as e:
+            raise EngineError.of(e) from None
+        return _plain(req.answer(results))
+
     def _check_file(self) -> None:
         try:
             self.ctx.model.check_file()
@@ -135,3 +167,14 @@ class Engine:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _plain(v):
+    """An answer with its numpy vectors as lists of floats (what the HTTP answer's JSON reads back as)."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return v
