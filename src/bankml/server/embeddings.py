@@ -4,6 +4,7 @@ update_slots for a task that needs embeddings, send_embedding, send_rerank).
     tasks = make_tasks(token_lists, pooling, normalize, rerank, emit_for)   # one task per input, in input order
     for t in tasks: ctx.worker.submit_task(run_embedding, t)                # emit(Result | Error) on the worker
     results = compute(ctx, token_lists, pooling="mean", normalize=2)        # the same, blocking (a worker thread)
+    results = compute(ctx, token_lists, pooling="last", normalize=-1, cache_prompt=False)   # Ollama's runner
 
 Per task, in llama-server's order: the slot (get_available_slot: an embedding task never updates the host prompt
 cache), "Prompt contains invalid tokens", then cache_idle_slots; then the prompt:
@@ -13,7 +14,9 @@ cache), "Prompt contains invalid tokens", then cache_idle_slots; then the prompt
   is cleared and the whole prompt is one decode with every token an output (bankml.engine.Model.embed);
 - pooling last can split: the cached prefix is kept (LCP with the slot's tokens, a fully cached prompt recomputes
   its last token), the rest goes in calls of at most n_batch tokens, and the last call's last row is the vector;
-  a prompt of n_ctx tokens or more is exceed_context_size_error.
+  a prompt of n_ctx tokens or more is exceed_context_size_error. With `cache_prompt=False` (Ollama's runner:
+  LoadCacheSlot with cachePrompt false, runner/llamarunner/cache.go:86) no prefix is kept: the whole prompt is
+  decoded, as llama-server decodes it in a slot erased first.
 The slot keeps the prompt's cells and tokens afterwards (a later request may reuse them).
 
 Results (send_embedding): pooling none gives every row of the last call, unnormalised; any other pooling one row,
@@ -63,13 +66,15 @@ class EmbeddingTask:
     rerank: bool
     emit: object                        # callable(Result | Error), called on the worker thread
     index: int = 0
+    cache_prompt: bool = True           # pooling last: reuse the slot's cached prefix
     id: int = 0
     cancelled: threading.Event = field(default_factory=threading.Event)
 
 
-def make_tasks(token_lists, pooling: str, normalize: int, rerank: bool, emit_for) -> list[EmbeddingTask]:
+def make_tasks(token_lists, pooling: str, normalize: int, rerank: bool, emit_for,
+               cache_prompt: bool = True) -> list[EmbeddingTask]:
     """One task per input (post_tasks numbers them 0, 1, ... as their result index)."""
-    return [EmbeddingTask(list(t), pooling, normalize, rerank, emit_for(i), index=i)
+    return [EmbeddingTask(list(t), pooling, normalize, rerank, emit_for(i), index=i, cache_prompt=cache_prompt)
             for i, t in enumerate(token_lists)]
 
 
@@ -137,7 +142,7 @@ def _evaluate(ctx, slot, task: EmbeddingTask):
     tokens = task.tokens
     P = len(tokens)
     n_past = 0
-    if can_split:
+    if can_split and task.cache_prompt:
         n_past = common_prefix(slot.tokens, tokens)
         if n_past == P and n_past > 0:
             n_past -= 1
@@ -165,9 +170,10 @@ def _evaluate(ctx, slot, task: EmbeddingTask):
     return Result(task.index, P, [np.asarray(vec, dtype=np.float32)])
 
 
-def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = False) -> list[Result]:
+def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = False,
+            cache_prompt: bool = True) -> list[Result]:
     """Every input's Result, in input order, from the worker (blocking: call it off the event loop). Raises the first
-    Error (a bankml.server.http.Refusal) a task answered."""
+    Error (a bankml.server.http.Refusal) a task answered. cache_prompt=False: no cached prefix is reused."""
     got: dict[int, object] = {}
     done = threading.Event()
     lock = threading.Lock()
@@ -181,7 +187,7 @@ def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = F
                     done.set()
         return emit
 
-    tasks = make_tasks(token_lists, pooling, normalize, rerank, emit_for)
+    tasks = make_tasks(token_lists, pooling, normalize, rerank, emit_for, cache_prompt)
     if not tasks:
         return []
     for t in tasks:

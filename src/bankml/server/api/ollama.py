@@ -19,11 +19,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import embeddings as engine_embeddings
 from .. import keep_alive as ka
 from ..context import slot_context
 from ..generation import Error, Final, Token
 from ..http import Refusal, off_loop
 from ..ollama import gojson
+from ..ollama import embed as oembed
 from ..ollama import options as oopts
 from ..ollama import prompt as oprompt
 from ..ollama.catalog import Catalog
@@ -126,6 +128,15 @@ def _has_tools(ctx) -> bool:
 
 # --- the handlers -----------------------------------------------------------------------------------------------
 
+async def _bind(request: Request, struct: str):
+    """gin's ShouldBindJSON into the api struct (on a worker thread): the request's fields, or the 400 answer
+    (io.EOF: `missing request body`; else Go's decode error)."""
+    try:
+        return await off_loop(gojson.bind, await request.body(), struct)
+    except gojson.BindError as e:
+        return _error(400, "missing request body" if e.eof else e.message)
+
+
 async def chat(request: Request) -> Response:
     return await _handle(request, chat=True)
 
@@ -136,10 +147,9 @@ async def generate(request: Request) -> Response:
 
 async def _handle(request: Request, chat: bool) -> Response:
     t_start = time.monotonic_ns()
-    try:
-        req = await off_loop(gojson.bind, await request.body(), "ChatRequest" if chat else "GenerateRequest")
-    except gojson.BindError as e:
-        return _error(400, "missing request body" if e.eof else e.message)
+    req = await _bind(request, "ChatRequest" if chat else "GenerateRequest")
+    if isinstance(req, Response):
+        return req
     top = req.get("top_logprobs", 0)
     if top < 0 or top > 20:
         return _error(400, "top_logprobs must be between 0 and 20")
@@ -408,10 +418,90 @@ def text_piece(tok, t: int) -> str:
 
 
 async def embed(request: Request) -> Response:
-    return _error(501, "embeddings are not reproduced by bankml yet: POST /api/embed and /api/embeddings are "
-                       "refused until bankml computes embeddings")
+    """EmbedHandler (server/routes.go:640): the inputs, the model, the options, the lease; no input only loads;
+    each input's tokens by the runner's rules (bankml.server.ollama.embed), the vectors computed by the engine as
+    llama-server computes them for the model's pooling (unnormalized), then Ollama's normalize and dimensions."""
+    return await _embed(request, legacy=False)
+
+
+async def embeddings(request: Request) -> Response:
+    """EmbeddingsHandler (server/routes.go:803): one prompt, an invalid name 400, no prompt only loads; the
+    runner's vector unnormalized as float64; every runner error 500."""
+    return await _embed(request, legacy=True)
+
+
+async def _embed(request: Request, legacy: bool) -> Response:
+    t_start = time.monotonic_ns()          # checkpointStart (routes.go:641)
+    req = await _bind(request, "EmbeddingRequest" if legacy else "EmbedRequest")
+    if not isinstance(req, dict):
+        return req
+    name = req.get("model", "")
+    if legacy:
+        if not names.parse(name).valid:
+            return _error(400, "model is required")              # routes.go:815
+        texts = [req["prompt"]] if req.get("prompt") else []
+    else:
+        try:
+            texts = oembed.inputs(req.get("input"))
+        except oembed.EmbedError as e:
+            return _error(e.status, e.message)
+    m = Catalog(request.app.state.residency).find(name)
+    if m is None:
+        # scheduleRunner's GetModel: os.ErrNotExist -> handleScheduleError (routes.go:2363)
+        return _error(404, f"model {gojson.go_quote(name)} not found, try pulling it first")
+    try:
+        opts = oopts.merged(m.parameters, req.get("options"))
+    except oopts.OptionError as e:
+        return _error(500, e.message)
+    residency = request.app.state.residency
+    r = residency.resolve(m.resident)
+    was_running = r.running
+    try:
+        ctx = await _lease(request, r)
+    except Answer as e:
+        return _error(e.status, e.message)
+    try:
+        _keep_alive(request, m, req, was_running)
+        t_loaded = time.monotonic_ns()
+        if not texts:
+            # routes.go:684 / :829: an empty request loads the model
+            return _json({"embedding": []} if legacy else {"model": name, "embeddings": []})
+
+        def run():
+            header = ctx.header
+            pooling = oembed.pooling(header)
+            if pooling == "rank":
+                raise oembed.EmbedError(501, "a ranking model's embeddings are not reproduced by bankml")
+            n_train = int(getattr(ctx.meta, "n_ctx_train", 0) or 0)
+            runner = oembed.Runner(ctx.tokenizer, header, opts["num_ctx"],
+                                   oopts.effective_ctx(opts, n_train, ctx.n_ctx_slot))
+            truncate = req.get("truncate", True)
+            if legacy:
+                lists = [runner.sequence(texts[0])]
+            else:
+                lists = [runner.tokens(t, truncate) for t in texts]
+            try:
+                results = engine_embeddings.compute(ctx, lists, pooling=pooling, normalize=-1, cache_prompt=False)
+            except Refusal as e:
+                raise oembed.EmbedError(e.status, e.message.strip()) from None
+            vecs = [res.vectors[0] for res in results]
+            if legacy:
+                return oembed.embedding_body(vecs[0])
+            d = req.get("dimensions", 0)
+            vecs = [oembed.dimensions(oembed.normalize(v), d) for v in vecs]
+            count = sum(len(t) for t in lists)
+            return oembed.embed_body(name, vecs, time.monotonic_ns() - t_start, t_loaded - t_start, count)
+
+        try:
+            body = await off_loop(run)
+        except oembed.EmbedError as e:
+            # EmbeddingsHandler answers every runner error 500 (routes.go:833)
+            return _error(500 if legacy else e.status, e.message)
+        return Response(body, status_code=200, media_type=JSON_TYPE)
+    finally:
+        residency.release(r)
 
 
 routes = [Route("/", root, methods=["GET", "HEAD"]), Route("/api/version", version, methods=["GET", "HEAD"]),
           Route("/api/chat", chat, methods=["POST"]), Route("/api/generate", generate, methods=["POST"]),
-          Route("/api/embed", embed, methods=["POST"]), Route("/api/embeddings", embed, methods=["POST"])]
+          Route("/api/embed", embed, methods=["POST"]), Route("/api/embeddings", embeddings, methods=["POST"])]
