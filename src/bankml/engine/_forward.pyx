@@ -352,12 +352,24 @@ cdef class _KVCache:
     def swa_state(self):
         """(positions, bytes) of the sliding-window cache's used cells in cell order: llama_state_seq_get_data
         with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY on an iswa cache writes that cache alone (state_write_data: the
-        cells in index order, then per layer the K rows and the V rows)."""
+        cells in index order, then per layer the K rows and the V rows). As llama_kv_cache::state_write, a cell
+        the window masks for the sequence's largest position is left out (it is still in the cache, not in the
+        state)."""
         if self.kv.swa == NULL:
             raise ValueError("this cache has no sliding-window part")
         cdef bk_kv_cache *s = <bk_kv_cache *>self.kv.swa
         pos = np.array(<int32_t[:s.size]>s.cells.pos, dtype=np.int32)
-        cells = np.flatnonzero(pos >= 0)
+        pmax = int(pos.max()) if pos.size else -1
+        keep = pos >= 0
+        w = <int>s.cells.n_swa
+        if pmax >= 0 and w > 0:
+            if s.cells.swa_type == BK_SWA_STANDARD:
+                keep &= (pmax - pos) < w
+            elif s.cells.swa_type == BK_SWA_CHUNKED:
+                keep &= pos >= (pmax // w) * w
+            elif s.cells.swa_type == BK_SWA_SYMMETRIC:
+                keep &= np.abs(pmax - pos) <= w // 2
+        cells = np.flatnonzero(keep)
         cdef size_t n = len(cells)
         cdef size_t rk = s.k_row_bytes, rv = s.v_row_bytes
         cdef size_t per = n * (rk + rv)
