@@ -115,6 +115,7 @@ def sessions() -> list[dict]:
 
 
 def main() -> None:
+    from testing.record_tool_calls import _stable_play
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--port-base", type=int, default=8271)
@@ -122,25 +123,20 @@ def main() -> None:
     args = ap.parse_args()
     model = str(model_path("gemma3"))
     ports = rs.Ports(args.port_base)
-    old = {x["name"]: x for x in json.loads(OUT.read_text())} if OUT.exists() else {}
-    out = []
+    kept = {x["name"]: x for x in json.loads(OUT.read_text())} if OUT.exists() else {}
+    records = {}
     for sess in sessions():
         if args.only and sess["name"] not in args.only:
-            if sess["name"] in old:
-                out.append(old[sess["name"]])
+            records[sess["name"]] = kept.get(sess["name"])      # not asked for: the earlier record stays
             continue
         t = time.time()
-        steps = rs.play(sess, model, ports.next())
-        if not args.no_check:
-            problems = rs.unstable(steps, rs.play(sess, model, ports.next()))
-            if problems:
-                print(f"UNSTABLE {sess['name']}: left out\n  " + "\n  ".join(p[:300] for p in problems[:5]))
-                continue
-        print(f"{sess['name']}: {len(steps)} requests, statuses {[st['answer']['status'] for st in steps]}, "
-              f"{time.time() - t:.1f} s", flush=True)
-        out.append({"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps})
+        steps = _stable_play(sess, model, ports, not args.no_check)
+        if steps is not None:
+            print(f"{sess['name']}: {len(steps)} requests, {time.time() - t:.1f} s", flush=True)
+            records[sess["name"]] = {"name": sess["name"], "flags": sess["flags"], "note": sess["note"],
+                                     "steps": steps}
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+    OUT.write_text(json.dumps([r for r in records.values() if r], ensure_ascii=False, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -252,6 +252,28 @@ def embd_normalize(vec, int mode):
     return out
 
 
+cdef void _state_rows(bk_kv_cache *s, const uint32_t[::1] cells, const unsigned char[::1] buf, bint to_state):
+    """Per layer, the K rows then the V rows of `cells` (in that order) copied into a state buffer (to_state) or
+    out of one into the cells: llama-kv-cache.cpp's state_write_data / state_read_data layout."""
+    cdef size_t n = cells.shape[0]
+    cdef size_t rk = s.k_row_bytes, rv = s.v_row_bytes
+    cdef size_t per = n * (rk + rv)
+    cdef uint8_t *base
+    cdef uint8_t *b = <uint8_t *>&buf[0] if buf.shape[0] else NULL
+    cdef size_t j, c
+    cdef int l
+    for l in range(s.n_layer):
+        base = s.data + <size_t>l * s.size * (rk + rv)
+        for j in range(n):
+            c = cells[j]
+            if to_state:
+                memcpy(b + l * per + j * rk, base + c * rk, rk)
+                memcpy(b + l * per + n * rk + j * rv, base + s.size * rk + c * rv, rv)
+            else:
+                memcpy(base + c * rk, b + l * per + j * rk, rk)
+                memcpy(base + s.size * rk + c * rv, b + l * per + n * rk + j * rv, rv)
+
+
 cdef class _KVCache:
     """One sequence's KV cache (cells and per-layer K/V rows), allocated zeroed at creation. n_swa, swa_type: the
     cells' sliding window (kv.h); none for llama."""
@@ -374,16 +396,7 @@ cdef class _KVCache:
         cdef size_t rk = s.k_row_bytes, rv = s.v_row_bytes
         cdef size_t per = n * (rk + rv)
         out = bytearray(per * s.n_layer)
-        cdef unsigned char[::1] o = out
-        cdef uint8_t *base
-        cdef size_t j, c
-        cdef int l
-        for l in range(s.n_layer):
-            base = s.data + <size_t>l * s.size * (rk + rv)
-            for j in range(n):
-                c = cells[j]
-                memcpy(&o[l * per + j * rk], base + c * rk, rk)
-                memcpy(&o[l * per + n * rk + j * rv], base + s.size * rk + c * rv, rv)
+        _state_rows(s, np.ascontiguousarray(cells, dtype=np.uint32), out, True)
         return pos[cells].copy(), bytes(out)
 
     def swa_load(self, positions, const unsigned char[::1] data):
@@ -407,15 +420,7 @@ cdef class _KVCache:
         if bk_kv_find_slot(&s.cells, &pos[0], <uint32_t>n, &idx[0]) != 0:
             raise ValueError(f"no {n} free cells in the sliding-window cache")
         bk_kv_apply_ubatch(&s.cells, &idx[0], &pos[0], <uint32_t>n)
-        cdef uint8_t *base
-        cdef size_t j, c
-        cdef int l
-        for l in range(s.n_layer):
-            base = s.data + <size_t>l * s.size * (rk + rv)
-            for j in range(n):
-                c = idx[j]
-                memcpy(base + c * rk, &data[l * per + j * rk], rk)
-                memcpy(base + s.size * rk + c * rv, &data[l * per + n * rk + j * rv], rv)
+        _state_rows(s, idx, data, False)
 
     def seq_rm(self, int p0, int p1=-1):
         bk_kv_seq_rm(&self.kv.cells, p0, p1)
