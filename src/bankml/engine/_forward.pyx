@@ -25,7 +25,8 @@ from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACH
                                      bk_kv_cache_alloc, bk_kv_cache_alloc_swa, bk_kv_cache_free, bk_layer, bk_model_config,
                                      bk_model_weights)
 from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK_SWA_SYMMETRIC, bk_kv_apply_ubatch,
-                                bk_kv_cells_clear, bk_kv_seq_pos_max, bk_kv_seq_pos_min, bk_kv_seq_rm)
+                                bk_kv_cells_clear, bk_kv_find_slot, bk_kv_seq_pos_max, bk_kv_seq_pos_min,
+                                bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
 from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean
 from bankml.kernels.kv cimport bk_kv_seq_add
@@ -251,6 +252,28 @@ def embd_normalize(vec, int mode):
     return out
 
 
+cdef void _state_rows(bk_kv_cache *s, const uint32_t[::1] cells, const unsigned char[::1] buf, bint to_state):
+    """Per layer, the K rows then the V rows of `cells` (in that order) copied into a state buffer (to_state) or
+    out of one into the cells: llama-kv-cache.cpp's state_write_data / state_read_data layout."""
+    cdef size_t n = cells.shape[0]
+    cdef size_t rk = s.k_row_bytes, rv = s.v_row_bytes
+    cdef size_t per = n * (rk + rv)
+    cdef uint8_t *base
+    cdef uint8_t *b = <uint8_t *>&buf[0] if buf.shape[0] else NULL
+    cdef size_t j, c
+    cdef int l
+    for l in range(s.n_layer):
+        base = s.data + <size_t>l * s.size * (rk + rv)
+        for j in range(n):
+            c = cells[j]
+            if to_state:
+                memcpy(b + l * per + j * rk, base + c * rk, rk)
+                memcpy(b + l * per + n * rk + j * rv, base + s.size * rk + c * rv, rv)
+            else:
+                memcpy(base + c * rk, b + l * per + j * rk, rk)
+                memcpy(base + s.size * rk + c * rv, b + l * per + n * rk + j * rv, rv)
+
+
 cdef class _KVCache:
     """One sequence's KV cache (cells and per-layer K/V rows), allocated zeroed at creation. n_swa, swa_type: the
     cells' sliding window (kv.h); none for llama."""
@@ -263,7 +286,7 @@ cdef class _KVCache:
         self.have = False
 
     def __init__(self, _Forward forward, unsigned int n_cells, str kv_type="f16", unsigned int n_swa=0,
-                 str swa_type="none"):
+                 str swa_type="none", bint swa_full=False):
         if kv_type not in KV_TYPES:
             raise ValueError(f"cache type {kv_type!r}: one of {sorted(KV_TYPES)}")
         rc = bk_kv_cache_alloc(&self.kv, &forward.cfg, n_cells, KV_TYPES[kv_type], n_swa, _swa_type(swa_type))
@@ -282,7 +305,9 @@ cdef class _KVCache:
             if kv_type != "f16":
                 raise ValueError(f"a {kv_type} KV cache for a model with sliding-window layers: only f16 is "
                                  "reproduced by bankml yet")
-            rc = bk_kv_cache_alloc_swa(&self.kv, &forward.cfg, forward.st.n_ubatch)
+            # --swa-full: the SWA cache gets every cell of the base one (min(size, n_swa + size) padded = size)
+            rc = bk_kv_cache_alloc_swa(&self.kv, &forward.cfg,
+                                       <int32_t>n_cells if swa_full else forward.st.n_ubatch)
             if rc == BK_FWD_NO_MEMORY:
                 raise MemoryError(f"a sliding-window KV cache for {n_cells} cells")
             if rc != BK_FWD_OK:
@@ -326,6 +351,76 @@ cdef class _KVCache:
         if self.kv.swa == NULL:
             return -1
         return bk_kv_seq_pos_min(&(<bk_kv_cache *>self.kv.swa).cells)
+
+    @property
+    def swa_pos_max(self):
+        """The largest position the sliding-window cache holds (-1: empty or no such cache)."""
+        if self.kv.swa == NULL:
+            return -1
+        return bk_kv_seq_pos_max(&(<bk_kv_cache *>self.kv.swa).cells)
+
+    @property
+    def swa_size(self):
+        """Cells of the sliding-window cache (0: none)."""
+        return 0 if self.kv.swa == NULL else (<bk_kv_cache *>self.kv.swa).size
+
+    def swa_positions(self):
+        """int32[swa_size]: the position each cell of the sliding-window cache holds, -1 when empty."""
+        if self.kv.swa == NULL:
+            raise ValueError("this cache has no sliding-window part")
+        cdef bk_kv_cache *s = <bk_kv_cache *>self.kv.swa
+        return np.array(<int32_t[:s.size]>s.cells.pos, dtype=np.int32)
+
+    def swa_state(self):
+        """(positions, bytes) of the sliding-window cache's used cells in cell order: llama_state_seq_get_data
+        with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY on an iswa cache writes that cache alone (state_write_data: the
+        cells in index order, then per layer the K rows and the V rows). As llama_kv_cache::state_write, a cell
+        the window masks for the sequence's largest position is left out (it is still in the cache, not in the
+        state)."""
+        if self.kv.swa == NULL:
+            raise ValueError("this cache has no sliding-window part")
+        cdef bk_kv_cache *s = <bk_kv_cache *>self.kv.swa
+        pos = np.array(<int32_t[:s.size]>s.cells.pos, dtype=np.int32)
+        pmax = int(pos.max()) if pos.size else -1
+        keep = pos >= 0
+        w = <int>s.cells.n_swa
+        if pmax >= 0 and w > 0:
+            if s.cells.swa_type == BK_SWA_STANDARD:
+                keep &= (pmax - pos) < w
+            elif s.cells.swa_type == BK_SWA_CHUNKED:
+                keep &= pos >= (pmax // w) * w
+            elif s.cells.swa_type == BK_SWA_SYMMETRIC:
+                keep &= np.abs(pmax - pos) <= w // 2
+        cells = np.flatnonzero(keep)
+        cdef size_t n = len(cells)
+        cdef size_t rk = s.k_row_bytes, rv = s.v_row_bytes
+        cdef size_t per = n * (rk + rv)
+        out = bytearray(per * s.n_layer)
+        _state_rows(s, np.ascontiguousarray(cells, dtype=np.uint32), out, True)
+        return pos[cells].copy(), bytes(out)
+
+    def swa_load(self, positions, const unsigned char[::1] data):
+        """The inverse of swa_state, as llama_kv_cache::state_read_meta does it for one sequence: the sequence
+        leaves the sliding-window cache (seq_rm(-1, -1): head moves back to the first cell it held), find_slot
+        (cont false) gives the cells for the saved positions in their saved order, apply_ubatch records them, and
+        each saved row goes to its cell. The base cache is not touched."""
+        if self.kv.swa == NULL:
+            raise ValueError("this cache has no sliding-window part")
+        cdef bk_kv_cache *s = <bk_kv_cache *>self.kv.swa
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] pos = np.ascontiguousarray(positions, dtype=np.int32)
+        cdef size_t n = pos.shape[0]
+        cdef size_t rk = s.k_row_bytes, rv = s.v_row_bytes
+        cdef size_t per = n * (rk + rv)
+        if n > s.size or <size_t>data.shape[0] != per * s.n_layer:
+            raise ValueError(f"{data.shape[0]} bytes are not the sliding-window state of {n} cells")
+        bk_kv_seq_rm(&s.cells, -1, -1)
+        if n == 0:
+            return
+        cdef cnp.ndarray[cnp.uint32_t, ndim=1, mode="c"] idx = np.zeros(n, dtype=np.uint32)
+        if bk_kv_find_slot(&s.cells, &pos[0], <uint32_t>n, &idx[0]) != 0:
+            raise ValueError(f"no {n} free cells in the sliding-window cache")
+        bk_kv_apply_ubatch(&s.cells, &idx[0], &pos[0], <uint32_t>n)
+        _state_rows(s, idx, data, False)
 
     def seq_rm(self, int p0, int p1=-1):
         bk_kv_seq_rm(&self.kv.cells, p0, p1)
@@ -371,9 +466,8 @@ cdef class _KVCache:
     def state_bytes(self, int n):
         """The n used cells in cell order (llama-kv-cache.cpp state_write_data: the sequence's cell ranges in
         index order): the K rows then the V rows of every layer. While cell == position (no shift has happened),
-        these are positions 0..n-1; positions() says which position each holds."""
-        if self.kv.swa != NULL:
-            raise ValueError("the state of a cache with sliding-window layers is not reproduced by bankml yet")
+        these are positions 0..n-1; positions() says which position each holds. With sliding-window layers this
+        is the base cache alone (swa_state() is the other part)."""
         cdef size_t rk = self.kv.k_row_bytes, rv = self.kv.v_row_bytes
         cdef size_t per = <size_t>n * (rk + rv)
         cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] pos = self.positions()
@@ -404,9 +498,7 @@ cdef class _KVCache:
     def load_state(self, const unsigned char[::1] data, int n, positions=None):
         """The inverse of state_bytes: cells 0..n-1 hold positions[0..n) (default 0..n-1) with these K and V rows
         (state_read_meta: the saved cells go, in their saved order, into the cells find_slot gives an emptied
-        cache: 0..n-1)."""
-        if self.kv.swa != NULL:
-            raise ValueError("the state of a cache with sliding-window layers is not reproduced by bankml yet")
+        cache: 0..n-1). With sliding-window layers this is the base cache alone (swa_load() is the other part)."""
         cdef size_t rk = self.kv.k_row_bytes, rv = self.kv.v_row_bytes
         cdef size_t per = <size_t>n * (rk + rv)
         cdef int l

@@ -127,8 +127,10 @@ def _weights(desc: arch.Architecture, f: gguf.GGUFFile, n_layer: int) -> dict:
 
 class CacheState(bytes):
     """KVCache.save(): the used cells' K and V rows in cell order; `positions` the position each holds (None while
-    cell == position, as before any context shift)."""
+    cell == position, as before any context shift); `swa` the sliding-window cache's part (KVCache.swa_save()),
+    None for a model without sliding-window layers."""
     positions: tuple | None = None
+    swa: tuple | None = None
 
 
 class KVCache:
@@ -141,7 +143,7 @@ class KVCache:
             raise ValueError(f"cache type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}")
         self.n_ctx = n_ctx
         self.cache_type = cache_type
-        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type)
+        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type, swa_full=model.swa_full)
         hp = model.hparams
         t = gguf.GGMLType.F16 if cache_type == "f16" else gguf.GGMLType.Q8_0
         self._layout = (hp.n_layer, int(t), gguf.row_bytes(t, hp.n_head_kv * hp.head_dim),
@@ -177,6 +179,38 @@ class KVCache:
         """int32[n_ctx]: the position in each cell, -1 when empty."""
         return self._c.positions()
 
+    # --- the sliding-window part (llama_kv_cache_iswa's SWA cache; models with sliding-window layers) ----------
+
+    @property
+    def has_swa(self) -> bool:
+        """The model has sliding-window layers: a second, smaller cache holds their K and V."""
+        return self._c.has_swa
+
+    def seq_pos_min(self) -> int:
+        """llama_memory_seq_pos_min: the sliding-window cache's smallest position when there is one (an iswa
+        cache answers for it), else the cache's; -1 when empty."""
+        if self._c.has_swa:
+            return self._c.swa_pos_min
+        p = self._c.positions()
+        p = p[p >= 0]
+        return int(p.min()) if p.size else -1
+
+    def seq_pos_max(self) -> int:
+        """llama_memory_seq_pos_max (the sliding-window cache's when there is one); -1 when empty."""
+        return self._c.swa_pos_max if self._c.has_swa else self._c.n_past - 1
+
+    def swa_save(self) -> tuple:
+        """(positions in cell order, bytes): the sliding-window cache's cells, what llama_state_seq_get_data with
+        LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY keeps of an iswa cache (a context checkpoint's data)."""
+        pos, data = self._c.swa_state()
+        return tuple(int(p) for p in pos), data
+
+    def swa_restore(self, state: tuple) -> None:
+        """Put a swa_save() back into the sliding-window cache as llama_state_seq_set_data with PARTIAL_ONLY does
+        (state_read_meta's seq_rm, find_slot, apply_ubatch); the base cache is not touched."""
+        positions, data = state
+        self._c.swa_load(np.asarray(positions, dtype=np.int32), data)
+
     def state_size(self, n_cells: int = 1) -> int:
         """Bytes of save() for n_cells positions (K and V rows of every layer)."""
         return n_cells * self._c.cell_bytes
@@ -194,6 +228,8 @@ class KVCache:
         state = CacheState(self._c.state_bytes(int(held.size)))
         if not np.array_equal(held, np.arange(held.size)):
             state.positions = tuple(int(p) for p in held)
+        if self._c.has_swa:
+            state.swa = self.swa_save()
         return state
 
     def restore(self, state: bytes) -> None:
@@ -205,15 +241,23 @@ class KVCache:
         n = len(state) // row
         if n > self.n_ctx:
             raise ContextFull(0, n, self.n_ctx)
+        swa = getattr(state, "swa", None)
+        if self._c.has_swa and swa is None:
+            raise ValueError("a saved state without the sliding-window cache's part")
         self._c.load_state(state, n, getattr(state, "positions", None))
+        if self._c.has_swa:
+            self.swa_restore(swa)   # llama_kv_cache_iswa::state_read: the base cache, then the SWA one
 
 
 class Model:
     """A verified GGUF model and its forward pass. Open with `Model.open`."""
 
     def __init__(self, path: str, file: gguf.GGUFFile, hp: HParams, n_ctx: int, n_threads: int,
-                 oracle_threads: int, cache_type: str, n_ubatch: int, regroup: bool = True):
+                 oracle_threads: int, cache_type: str, n_ubatch: int, regroup: bool = True, swa_full: bool = False):
         self.path = path
+        # --swa-full: the sliding-window layers' cache has n_ctx cells (llama_context_params.swa_full); only a
+        # model with such layers has it (llama-server turns it off for the others)
+        self.swa_full = bool(swa_full) and arch.ARCHITECTURES[hp.arch].swa != "none"
         self._file = file
         self.hparams = hp
         self.n_ctx = n_ctx
@@ -247,13 +291,14 @@ class Model:
     @classmethod
     def open(cls, path: str | os.PathLike, n_ctx: int | None = 4096, n_threads: int | None = None,
              oracle_threads: int = 2, cache_type: str = "f16", progress=None, regroup: bool = True,
-             n_batch: int | None = None, n_ubatch: int | None = None) -> "Model":
+             n_batch: int | None = None, n_ubatch: int | None = None, swa_full: bool = False) -> "Model":
         """Verify (guard + sha256 pin) and map a model. n_ctx: llama-server's -c (None or 0: the model's
         training context), rounded up to 256 as llama.cpp does; n_threads: the threads bankml uses (default:
         OMP_NUM_THREADS or the physical cores); oracle_threads: the -t of the llama-server whose bits are
         reproduced; cache_type: --cache-type-k/v ("f16" or "q8_0", both alike); regroup: copy the Q4_1 / Q8_0
         matrices into bankml's 8-row layout (faster, the same bits; False reads the file's layout); n_batch /
-        n_ubatch: llama-server's -b / -ub (decode cuts each call into ubatches of n_ubatch)."""
+        n_ubatch: llama-server's -b / -ub (decode cuts each call into ubatches of n_ubatch); swa_full: --swa-full
+        (a model with sliding-window layers gets a full-size cache for them)."""
         path = os.fspath(path)
         verify.verify(path, progress)
         f = gguf.GGUFFile(path)
@@ -278,7 +323,7 @@ class Model:
             if n_ubatch <= 0:
                 raise ValueError(f"n_ubatch must be positive, got {n_ubatch}")
             return cls(path, f, hp, n_ctx, effective_threads(n_threads), oracle_threads, cache_type, n_ubatch,
-                       regroup)
+                       regroup, swa_full)
         except BaseException:
             f.close()
             raise

@@ -111,6 +111,11 @@ class ServerContext:
         self.media_marker = marker
         self.sampling_defaults = _sampling_defaults(cfg, header, tokenizer)
         self._base_gp = None         # base_generation_prompt(), once asked
+        # server_context's n_swa: the model's sliding window, 0 without one or with --swa-full; context
+        # checkpoints are made when it is set and --ctx-checkpoints > 0 (a llama model's cache can always be
+        # truncated: llama-server makes none for it)
+        self.n_swa = 0 if (cfg.swa_full or not model.cache.has_swa) else int(model.hparams.extra.get("n_swa", 0))
+        self.checkpoints_on = cfg.n_ctx_checkpoints > 0 and self.n_swa > 0
 
     def default_params_json(self) -> dict:
         """task_params::to_json(true) of the server's defaults (/props default_generation_settings.params)."""
@@ -139,17 +144,17 @@ class ServerContext:
         from ..errors import ModelRefused
         desc = ARCHITECTURES.get(arch)
         if desc is not None and desc.swa != "none":
-            # the engine plays sliding-window graphs (bankml.Model), but llama-server's prompt cache for them
-            # (context checkpoints, --swa-full, server-context.cpp's pos_min rule) is not built: a second turn
-            # could reuse cells the window already dropped, so serving refuses the model rather than guess
-            raise ModelRefused(path, [f"serving a {arch} model (sliding-window layers) needs llama-server's "
-                                      "context checkpoints, not reproduced by bankml yet; the Python API's "
-                                      "bankml.engine.Model plays it"])
+            # llama-server's serving of sliding-window layers (context checkpoints, the pos_min rule, --swa-full)
+            # is reproduced for one sequence per cache; what is not is refused by name (ModelRefused: bankml-serve
+            # exits with the reason)
+            why = _swa_refusal(cfg, arch)
+            if why:
+                raise ModelRefused(path, [why])
         n_ctx_train = int(header.get(f"{arch}.context_length", 0) or 0)
         _, n_ctx_slot, _ = slot_context(cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, n_ctx_train or 1 << 30)
         cache_type = cfg.cache_type_k
         model = Model.open(path, n_ctx=n_ctx_slot, oracle_threads=cfg.oracle_threads, cache_type=cache_type,
-                           progress=progress, n_batch=cfg.n_batch, n_ubatch=cfg.n_ubatch)
+                           progress=progress, n_batch=cfg.n_batch, n_ubatch=cfg.n_ubatch, swa_full=cfg.swa_full)
         return cls(cfg, path, model, tok, templates, header)
 
     def start(self) -> None:
@@ -200,6 +205,18 @@ class ServerContext:
     def n_batch(self) -> int:
         """Effective n_batch: min(-b, n_ctx) as llama_context makes it."""
         return min(self.cfg.n_batch, self.model.n_ctx)
+
+
+def _swa_refusal(cfg, arch: str) -> str | None:
+    """Why bankml-serve cannot serve a model with sliding-window layers under these flags (None: it can)."""
+    if cfg.n_parallel != 1 or cfg.kv_unified:
+        return (f"serving a {arch} model (sliding-window layers) with several slots or a unified KV cache "
+                "(-np auto, -np N > 1, -kvu) is not reproduced by bankml yet; use -np 1")
+    if cfg.ctx_shift:
+        return (f"--context-shift on a {arch} model (sliding-window layers) is not reproduced by bankml yet")
+    if cfg.cache_type_k != "f16":
+        return f"a {cfg.cache_type_k} KV cache for a {arch} model (sliding-window layers): only f16 is reproduced"
+    return None
 
 
 def _sampling_defaults(cfg, header, tok):

@@ -137,6 +137,9 @@ class ServerConfig:
     slot_save_path: str = ""
     slot_prompt_similarity: float = 0.1
     cache_ram_mib: int = 8192
+    swa_full: bool = False                 # --swa-full: a full-size cache for sliding-window layers
+    n_ctx_checkpoints: int = 32            # --ctx-checkpoints / --swa-checkpoints (common_params default)
+    checkpoint_min_step: int = 8192        # --checkpoint-min-step (common_params default)
     cache_idle_slots: bool = True
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
@@ -381,6 +384,13 @@ def _reranking(cfg, flag, v):
     cfg.pooling = "rank"
 
 
+def _checkpoint_min_step(cfg, flag, v):
+    n = _int(flag, v)
+    if n < 0:
+        raise FlagError(f"error while handling argument \"{flag}\": checkpoint-min-step must be non-negative")
+    cfg.checkpoint_min_step = n
+
+
 def _sleep_idle(cfg, flag, v):
     n = _int(flag, v)
     if n == 0 or n < -1:
@@ -427,6 +437,9 @@ _FLAGS = [
     (("--slot-save-path",), True, _slot_save_path),
     (("-sps", "--slot-prompt-similarity"), True, _set("slot_prompt_similarity", _float)),
     (("-cram", "--cache-ram"), True, _set("cache_ram_mib", _int)),
+    (("--swa-full",), False, _flag("swa_full", True)),
+    (("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), True, _set("n_ctx_checkpoints", _int)),
+    (("-cms", "--checkpoint-min-step"), True, _checkpoint_min_step),
     (("--cache-idle-slots",), False, _flag("cache_idle_slots", True)),
     (("--no-cache-idle-slots",), False, _flag("cache_idle_slots", False)),
     (("-ctk", "--cache-type-k"), True, _cache_type("cache_type_k")),
@@ -692,6 +705,8 @@ _LLAMA_OPTIONS = [
     (("-ag", "--agent"), ("-no-ag", "--no-agent")), (("--tools-runtime",), ()), (("--mcp-servers-config",), ()),
     (("--mcp-servers-json",), ()), (("--metrics",), ()), (("--props",), ()), (("--slots",), ("--no-slots",)),
     (("--slot-save-path",), ()), (("-sps", "--slot-prompt-similarity"), ()), (("-cram", "--cache-ram"), ()),
+    (("--swa-full",), ()), (("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), ()),
+    (("-cms", "--checkpoint-min-step"), ()),
     (("--cache-idle-slots",), ("--no-cache-idle-slots",)), (("-ctk", "--cache-type-k"), ()),
     (("-ctv", "--cache-type-v"), ()), (("--sse-ping-interval",), ()), (("--threads-http",), ()),
     (("-lv", "--verbosity", "--log-verbosity"), ()), (("-v", "--verbose", "--log-verbose"), ()),

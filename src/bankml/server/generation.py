@@ -122,6 +122,128 @@ class CompletionTask:
     id_parent: int = -1
     n_ctx: int = 0                      # the context this task may fill (0: its slot's; Ollama's num_ctx)
     ctx_shift: bool | None = None       # shift the context when it fills (None: the server's --context-shift)
+    spans: list = field(default_factory=list)   # message_spans: [(role, token position)] (message_spans())
+
+
+def message_spans(tokenizer, delimiters, tokens: list[int]) -> list[tuple[str, int]]:
+    """find_message_spans (common_chat_msg_delimiters::split, common/chat.cpp): the request's
+    "message_delimiters" (the chat template's user / assistant starts; [{"role", "delimiter"}]) tokenized with
+    specials parsed and no BOS; scanning the prompt, each position where a delimiter's tokens start (the first
+    delimiter that matches) begins a span of that role. Only the start of each span is kept."""
+    if not isinstance(delimiters, list):
+        return []
+    delims = []
+    for d in delimiters:
+        if not isinstance(d, dict):
+            continue
+        role = d.get("role", "")
+        text = d.get("delimiter", "")
+        role = role if isinstance(role, str) else ""
+        text = text if isinstance(text, str) else ""
+        toks = tokenizer.tokenize(text, False, True) if text else []
+        delims.append((role if role in ("system", "user", "assistant", "tool") else "", list(toks)))
+    if not delims:
+        return []
+    out = []
+    n = len(tokens)
+    for i in range(n):
+        for role, toks in delims:
+            if i + len(toks) > n:
+                continue
+            if tokens[i:i + len(toks)] == toks:
+                out.append((role, i))
+                break
+    return out
+
+
+@dataclass
+class Checkpoint:
+    """common_prompt_checkpoint: the sliding-window cache's cells (KVCache.swa_save(), LLAMA_STATE_SEQ_FLAGS_
+    PARTIAL_ONLY) as they were before the batch that starts at n_tokens, with the cache's pos_min / pos_max then,
+    and the task that made it."""
+    id_task: int
+    n_tokens: int
+    pos_min: int
+    pos_max: int
+    data: tuple
+
+
+def create_checkpoint(ctx, run: "_Run", n_tokens: int, pos_min: int, pos_max: int) -> None:
+    """create_checkpoint (tools/server/server-context.cpp, b11192), before the batch of the slot's tokens from
+    n_tokens on is decoded. When the list is one short of full or more, checkpoints of other tasks that lie within
+    --checkpoint-min-step of the one before them go first; then the oldest go until there is room; one at the same
+    n_tokens is replaced."""
+    cps = run.slot.checkpoints
+    n_max, min_step, id_task = ctx.cfg.n_ctx_checkpoints, ctx.cfg.checkpoint_min_step, run.task.id
+    i, last = 0, -1
+    while len(cps) + 1 >= n_max and i < len(cps):
+        c = cps[i]
+        if c.id_task != id_task and last >= 0 and c.n_tokens <= last + min_step:
+            del cps[i]
+            continue
+        last = c.n_tokens
+        i += 1
+    while cps and len(cps) >= n_max:
+        del cps[0]
+    cps[:] = [c for c in cps if c.n_tokens != n_tokens]
+    cps.append(Checkpoint(id_task, n_tokens, pos_min, pos_max, run.slot.cache.swa_save()))
+
+
+def swa_reuse(ctx, run: "_Run", n_past: int, P: int) -> int:
+    """The prompt-cache rule for a cache with sliding-window layers (server-context.cpp, b11192, after the common
+    prefix is found): the smallest position a reused prefix still needs in the sliding-window cache is
+    pos_min_thold = max(0, n_past - n_swa - (0 if new tokens follow else 1)). When the cache's pos_min (its
+    sliding-window part's) is that or more, the newest checkpoint whose pos_max does not pass n_past and whose
+    pos_min is below the threshold (or 0) is restored into the sliding-window cache and n_past falls back to
+    min(max(pos_min + 1, pos_max), its n_tokens); without one, the whole prompt is processed again (n_past 0).
+    Then every checkpoint whose pos_max passes the new n_past is erased. Returns n_past."""
+    slot = run.slot
+    pos_next = n_past
+    if n_past > 0:
+        thold = max(0, pos_next - ctx.n_swa - (0 if n_past < P else 1))
+        pos_min = slot.cache.seq_pos_min()
+        if pos_min >= thold:
+            found = None
+            for c in reversed(slot.checkpoints):
+                if c.pos_max > pos_next:
+                    continue
+                if c.pos_min < thold or c.pos_min == 0:
+                    found = c
+                    break
+            if found is not None:
+                slot.cache.swa_restore(found.data)
+                pos_next = min(pos_next, max(found.pos_min + 1, found.pos_max))
+                n_past = min(pos_next, found.n_tokens)
+                log.debug("slot %d: restored context checkpoint (pos_min = %d, pos_max = %d, n_tokens = %d, "
+                          "n_past = %d)", slot.id, found.pos_min, found.pos_max, found.n_tokens, n_past)
+            else:
+                log.debug("slot %d: forcing full prompt re-processing (no usable context checkpoint)", slot.id)
+                pos_next = n_past = 0
+    slot.checkpoints = [c for c in slot.checkpoints if c.pos_max <= pos_next]
+    return n_past
+
+
+def prompt_batch(ctx, run: "_Run", start: int, P: int, n_batch: int, do_checkpoint: bool) -> int:
+    """How many prompt tokens from `start` the next llama_decode takes (server-context.cpp's batch filling,
+    b11192): at most n_batch; with checkpoints on, the batch also ends before a user message's start (the last
+    one, or one past --checkpoint-min-step of the newest checkpoint, or any while there is none) and where
+    exactly min(n_batch, 4 + n_ubatch) or min(n_batch, 4) prompt tokens remain, so that checkpoints can be made
+    near the prompt's end."""
+    if not do_checkpoint:
+        return min(n_batch, P - start)
+    users = {p for r, p in run.task.spans if r == "user"}
+    last_user = next((p for r, p in reversed(run.task.spans) if r == "user"), -1)
+    cps = run.slot.checkpoints
+    tails = [min(n_batch, off) for off in (4 + ctx.model.n_ubatch, 4)]
+    n = 0
+    while start + n < P and n < n_batch:
+        n += 1
+        cur = start + n
+        if cur in users and (cur == last_user or not cps or cur > cps[-1].n_tokens + ctx.cfg.checkpoint_min_step):
+            break
+        if any(P == cur + t for t in tails):
+            break
+    return n
 
 
 def validate_utf8(b: bytes) -> int:
@@ -377,6 +499,8 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
                                          "tokens), try increasing it", "exceed_context_size_error",
                                     n_prompt_tokens=P, n_ctx=run.n_ctx)
     n_past = common_prefix(slot.tokens, tokens) if params.cache_prompt else 0
+    if slot.cache.has_swa:
+        n_past = swa_reuse(ctx, run, n_past, P)
     if n_past == P and n_past > 0:
         n_past -= 1
     stats.n_prompt_cached = n_past
@@ -394,6 +518,7 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
         else:
             task.emit(Begin())
     n_batch = ctx.n_batch
+    do_checkpoint = getattr(ctx, "checkpoints_on", False)
     first_batch = True
     while len(slot.tokens) < P:
         if task.cancelled.is_set():
@@ -401,7 +526,11 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
         if not first_batch:
             worker.new_id()
         first_batch = False
-        chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
+        start = len(slot.tokens)
+        n = prompt_batch(ctx, run, start, P, n_batch, do_checkpoint)
+        chunk = tokens[start:start + n]
+        if do_checkpoint:
+            _maybe_checkpoint(ctx, run, start, n, P)
         model.decode(chunk, len(slot.tokens), cache=slot.cache)
         slot.tokens.extend(chunk)
         stats.n_prompt_processed += len(chunk)
@@ -411,6 +540,27 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
             task.emit(progress())
     run.logits = model.logits()
     return True, None
+
+
+def _maybe_checkpoint(ctx, run: _Run, start: int, n: int, P: int) -> None:
+    """Whether the batch of n prompt tokens from `start` is preceded by a context checkpoint (server-context.cpp's
+    do_checkpoint, b11192): a batch that ends the prompt, or starts a user message, or ends within n_ubatch of
+    the prompt's end; not while the cache is empty; and not within --checkpoint-min-step of the newest checkpoint
+    unless the batch starts the last user message or is near the end."""
+    spans = run.task.spans
+    near_end = P < start + n + ctx.model.n_ubatch
+    is_user_start = any(r == "user" and p == start for r, p in spans)
+    last_user = next((p for r, p in reversed(spans) if r == "user"), -1)
+    if start + n < P and not is_user_start and not near_end:
+        return
+    cache = run.slot.cache
+    pos_min, pos_max = cache.seq_pos_min(), cache.seq_pos_max()
+    if pos_min < 0:
+        return
+    cps = run.slot.checkpoints
+    if cps and not (start == last_user or near_end or start > cps[-1].n_tokens + ctx.cfg.checkpoint_min_step):
+        return
+    create_checkpoint(ctx, run, start, pos_min, pos_max)
 
 
 def copy_to_children(runs: list[_Run]) -> None:

@@ -114,11 +114,15 @@ class Slot:
     last: dict | None = None            # n_prompt_tokens, processed, cache, params of the last task
     next_token: dict = field(default_factory=lambda: {"has_next_token": False, "has_new_line": False,
                                                       "n_remain": -1, "n_decoded": 0})
+    # server_prompt's context checkpoints (bankml.server.generation.Checkpoint), oldest first: models with
+    # sliding-window layers only
+    checkpoints: list = field(default_factory=list)
 
     def clear(self) -> None:
-        """prompt_clear: drop every cached token."""
+        """prompt_clear: drop every cached token (and the checkpoints)."""
         self.cache.clear()
         self.tokens = []
+        self.checkpoints = []
 
     def keep_first(self, n: int) -> None:
         """prompt.tokens.keep_first(n) + llama_memory_seq_rm(id, n, -1)."""
@@ -141,6 +145,7 @@ class _Entry:
     tokens: list[int]
     state: bytes
     nbytes: int                         # llama-server's size of this state (Slot.state_size)
+    checkpoints: list = field(default_factory=list)    # the slot's context checkpoints, saved with it
 
     def size(self) -> int:
         return self.nbytes
@@ -174,7 +179,7 @@ class PromptCache:
         if self.limit_size > 0:
             while self.states and self.size() + size_new > self.limit_size:
                 self.states.popleft()
-        self.states.append(_Entry(list(slot.tokens), slot.cache.save(), size_new))
+        self.states.append(_Entry(list(slot.tokens), slot.cache.save(), size_new, list(slot.checkpoints)))
         return True
 
     def load(self, slot: Slot, tokens_new: list[int]) -> bool:
@@ -194,6 +199,7 @@ class PromptCache:
         if best is not None:
             slot.cache.restore(best.state)
             slot.tokens = best.tokens
+            slot.checkpoints = list(best.checkpoints)
             self.states.remove(best)
         return True
 

@@ -193,12 +193,16 @@ def make_tasks(ctx, prep: Prepared, emit_for) -> list[CompletionTask]:
     """Every task of the request, by result index (children follow their parent; submit the parents only:
     parents(tasks, prep))."""
     from ...sampling.sampler import Sampler
+    from ..generation import message_spans
     tasks = []
+    # the message spans where context checkpoints are cut (models with sliding-window layers only)
+    delims = prep.data.get("message_delimiters") if getattr(ctx, "checkpoints_on", False) else None
     for i, (tokens, params) in enumerate(zip(prep.inputs, prep.params)):
         def make_sampler(params=params):
             return Sampler(params, ctx.tokenizer)
         t = CompletionTask(tokens, params, make_sampler, emit_for(i), index=i, probs=token_probs,
-                           tokenizer=ctx.tokenizer)
+                           tokenizer=ctx.tokenizer,
+                           spans=message_spans(ctx.tokenizer, delims, tokens) if delims else [])
         tasks.append(t)
     for g in prep.groups:
         tasks[g[0]].children = [tasks[i] for i in g[1:]]

@@ -102,10 +102,19 @@ def _geometry(ctx, slot) -> slotfile.Geometry:
                                 stream=0 if unified else slot.id, seq_id=slot.id)
 
 
+def _refuse_swa(slot) -> None:
+    """Slot files of a cache with sliding-window layers (llama_kv_cache_iswa: two caches in one file) are not
+    written or read by bankml yet."""
+    if slot.cache.has_swa:
+        raise Refusal(501, "slot save / restore of a model with sliding-window layers is not reproduced by bankml "
+                           "yet", "not_supported_error")
+
+
 def _save(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
     """SERVER_TASK_TYPE_SLOT_SAVE (server-context.cpp:2545): llama_state_seq_save_file's bytes, then bankml's
     checksum trailer, written in one atomic write (the trailer can never belong to another save's data)."""
     slot = ctx.slots.by_id(slot_id_raw)
+    _refuse_swa(slot)
     t0 = time.perf_counter()
     data, n_written = slotfile.encode(slot.tokens, slot.cache.save(), _geometry(ctx, slot))
     try:
@@ -130,6 +139,7 @@ def _restore(ctx, slot_id_raw: int, filename: str, path: str) -> dict:
     checksum when it has one, llama-server's structure always) before the slot is touched; any refusal leaves the
     slot empty, as llama-server's prompt_clear does (server-context.cpp:2642)."""
     slot = ctx.slots.by_id(slot_id_raw)
+    _refuse_swa(slot)
     t0 = time.perf_counter()
     try:
         geom = _geometry(ctx, slot)
