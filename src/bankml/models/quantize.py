@@ -169,45 +169,58 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, out_type: str, *,
     """Write `dst`, the derived file of `src` in `out_type`, atomically, and its pin `dst.FORK.json` beside it.
     `provenance` is merged into the pin's provenance (e.g. the model's name)."""
     out_type = out_type.upper()
-    if out_type not in OUTPUT_TYPES:
-        raise QuantizeError(f"cannot write type {out_type!r}; the converter writes {', '.join(OUTPUT_TYPES)}")
-    src, dst = Path(src), Path(dst)
-    if src.resolve() == dst.resolve():
-        raise QuantizeError("the output would overwrite the input")
+    src, dst = check_paths(src, dst, out_type, QuantizeError)
     src_sha = sha256_file(src, progress)
-    dst.parent.mkdir(parents=True, exist_ok=True)
     with GGUFFile(src) as f:
         kvs, tensors = _plan(f, out_type)
-        fd, tmp = tempfile.mkstemp(prefix=".quantize-", suffix=".gguf", dir=dst.parent)
-        try:
-            with os.fdopen(fd, "wb") as out, Progress(len(tensors), f"writing {dst.name}", progress) as bar:
-                def step(data):
-                    def run():
-                        b = data() if callable(data) else data
-                        bar.update(1)
-                        return b
-                    return run
-                write_gguf(out, kvs, [(n, s, t, step(d)) for n, s, t, d in tensors], alignment=f.header.alignment)
-                out.flush()
-                os.fsync(out.fileno())
-            digest = sha256_file(tmp, False)
+        with Progress(len(tensors), f"writing {dst.name}", progress) as bar:
+            def step(data):
+                def run():
+                    b = data() if callable(data) else data
+                    bar.update(1)
+                    return b
+                return run
             prov = {"model": f"{src.stem} re-encoded as {out_type}",
                     "derived_from": {"path": src.name, "bytes": os.path.getsize(src), "sha256": src_sha},
                     "converter": f"bankml.quantize (bankml {__version__})", "type": out_type,
                     "how": f"bankml quantize {src.name} {dst.name} {out_type}: tensors of two or more dimensions "
                            f"decoded to float32 and encoded as {out_type} (ggml's reference rules), others copied"}
             prov.update(provenance or {})
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes the file 0600; an output file gets the usual mode
-            os.replace(tmp, dst)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    write_pin(pin_path_beside(dst), make_pin([{"path": dst.name, "bytes": dst.stat().st_size, "sha256": digest}],
-                                             prov))
+            write_derived(dst, kvs, [(n, s, t, step(d)) for n, s, t, d in tensors], f.header.alignment, prov)
     return dst
+
+
+def check_paths(src, dst, out_type: str | None, error: type) -> tuple[Path, Path]:
+    """(src, dst) as paths, or `error` when out_type (None: none) cannot be written or dst would overwrite src."""
+    if out_type is not None and out_type not in OUTPUT_TYPES:
+        raise error(f"cannot write type {out_type!r}; the converter writes {', '.join(OUTPUT_TYPES)}")
+    src, dst = Path(src), Path(dst)
+    if src.resolve() == dst.resolve():
+        raise error("the output would overwrite the input")
+    return src, dst
+
+
+def write_derived(dst: Path, kvs, tensors, alignment: int, provenance: dict, prefix: str = ".quantize-") -> None:
+    """Write a derived GGUF file (write_gguf's kvs and tensors) to a temporary name beside `dst` (`prefix`...), rename it to `dst`
+    (mode as a new file's), then its pin `dst.FORK.json` with `provenance`."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".gguf", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            write_gguf(out, kvs, tensors, alignment=alignment)
+            out.flush()
+            os.fsync(out.fileno())
+        digest = sha256_file(tmp, False)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes the file 0600; an output file gets the usual mode
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    write_pin(pin_path_beside(dst), make_pin([{"path": dst.name, "bytes": dst.stat().st_size, "sha256": digest}],
+                                             provenance))
 
 
 # --- the `bankml quantize` subcommand ---------------------------------------------------------------------------
