@@ -13,7 +13,8 @@ typedef struct {
 
 static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void)level; (void)text; (void)ud; }
 
-mshim_t *mshim_open(const char *path, int n_ctx, int n_seq, int unified, int n_threads) {
+/* cache_q8: --cache-type-k q8_0 --cache-type-v q8_0 */
+mshim_t *mshim_open(const char *path, int n_ctx, int n_seq, int unified, int n_threads, int cache_q8) {
     llama_log_set(quiet, NULL);
     llama_backend_init();
     struct llama_model *model = llama_model_load_from_file(path, llama_model_default_params());
@@ -29,6 +30,10 @@ mshim_t *mshim_open(const char *path, int n_ctx, int n_seq, int unified, int n_t
     cp.n_threads_batch = n_threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
     cp.kv_unified = unified != 0;
+    if (cache_q8) {
+        cp.type_k = GGML_TYPE_Q8_0;
+        cp.type_v = GGML_TYPE_Q8_0;
+    }
     cp.no_perf = true;
     s->ctx = llama_init_from_model(model, cp);
     if (!s->ctx) { llama_model_free(model); free(s); return NULL; }

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from bankml.engine import Model
+from bankml.errors import ContextFull, InvalidToken, PositionMismatch
 from bankml.models.verify import sha256_file
-from engine_replay import FORWARD, row_hash
+from engine_replay import FORWARD, lcg_tokens, row_hash
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 
@@ -27,21 +28,6 @@ def _record() -> dict:
     return json.loads(RECORD.read_text()) if RECORD.exists() else {"cases": []}
 
 
-def tokens(seed: int, n_vocab: int):
-    """testing/record_multiseq.py's rule: x = (1103515245 x + 12345) mod 2^31 from the seed, id = (x >> 8) mod
-    n_vocab, drawn in item order."""
-    x = seed
-
-    def draw(k: int) -> list[int]:
-        nonlocal x
-        out = []
-        for _ in range(k):
-            x = (1103515245 * x + 12345) % 2**31
-            out.append((x >> 8) % n_vocab)
-        return out
-    return draw
-
-
 def test_record_present():
     assert RECORD.exists(), "tests/oracle/forward/multiseq.json is missing (testing/record_multiseq.py)"
     rec = _record()
@@ -50,19 +36,22 @@ def test_record_present():
 
 
 @pytest.fixture(scope="module")
-def model(smollm2_path):
+def model(smollm2_path, smollm2_f16_path):
     rec = _record()
-    assert smollm2_path.name == rec["model"]
-    assert sha256_file(smollm2_path) == rec["model_sha256"]
+    paths = {p.name: p for p in (smollm2_path, smollm2_f16_path)}
+    for name, pin in rec["model_sha256"].items():
+        assert sha256_file(paths[name]) == pin, f"{name} is not the file the record was made with"
     opened = {}
 
-    def get(cells: int) -> Model:
-        if cells not in opened:
+    def get(case: dict) -> Model:
+        key = (case["model"], case["cells"], case["cache_type"])
+        if key not in opened:
             for m in opened.values():      # one model open at a time
                 m.close()
             opened.clear()
-            opened[cells] = Model.open(smollm2_path, n_ctx=cells, oracle_threads=rec["threads"])
-        return opened[cells]
+            opened[key] = Model.open(paths[case["model"]], n_ctx=case["cells"], oracle_threads=rec["threads"],
+                                     cache_type=case["cache_type"])
+        return opened[key]
 
     yield get
     for m in opened.values():
@@ -70,15 +59,16 @@ def model(smollm2_path):
 
 
 @pytest.mark.parametrize("case", _record()["cases"],
-                         ids=lambda c: f"seed{c['seed']}-np{c['n_seq']}-c{c['cells']}")
+                         ids=lambda c: f"{c['model'].split('-')[-1].removesuffix('.gguf')}-kv{c['cache_type']}"
+                                       f"-seed{c['seed']}-np{c['n_seq']}-c{c['cells']}")
 def test_multiseq_oracle(model, case):
     rec = _record()
-    m = model(case["cells"])
+    m = model(case)
     assert m.n_ubatch == 512 and m.n_vocab == rec["n_vocab"]
     caches = [m.cache] + [m.new_cache(n_ctx=case["cells"]) for _ in range(case["n_seq"] - 1)]
     for c in caches:
         c.clear()
-    draw = tokens(case["seed"], rec["n_vocab"])
+    draw = lcg_tokens(case["seed"], rec["n_vocab"])
     ids = hashlib.sha256()
     compared = 0
     for i, step in enumerate(case["steps"]):
@@ -101,3 +91,51 @@ def test_multiseq_oracle(model, case):
             compared += 1
     assert ids.hexdigest()[:24] == case["tokens_sha256"], "the token rule drifted from the recorder's"
     assert compared == sum(len(st["rows"]) for st in case["steps"]) > 0
+
+
+# --- the API around the record: what decode_batch refuses (no cache touched) and what it equals ---------------
+
+@pytest.fixture(scope="module")
+def small(smollm2_path):
+    m = Model.open(smollm2_path, n_ctx=512)
+    yield m
+    m.close()
+
+
+def test_refusals_leave_the_caches(small):
+    a, b, c = small.cache, small.new_cache(), small.new_cache(n_ctx=256)
+    for x in (a, b, c):
+        x.clear()
+    small.decode_batch([(0, a, [1, 2, 3], 0), (1, b, [4, 5], 0)])
+    before = [(x.n_past, x.positions().tolist()) for x in (a, b)]
+    bad = [
+        (PositionMismatch, [(0, a, [7], 2), (1, b, [8], 2)]),                 # a's next position is 3
+        (InvalidToken, [(0, a, [7], 3), (1, b, [small.n_vocab], 2)]),
+        (ContextFull, [(0, a, [7] * 510, 3), (1, b, [8], 2)]),
+        (ValueError, [(0, a, [7], 3), (0, b, [8], 2)]),                       # the same seq_id twice
+        (ValueError, [(0, a, [7], 3), (1, a, [8], 3)]),                       # the same cache twice
+        (ValueError, [(0, a, [7], 3), (2, c, [8], 0)]),                       # caches of different sizes
+        (ValueError, [(0, a, [], 3)]),
+        (ValueError, []),
+    ]
+    for exc, items in bad:
+        with pytest.raises(exc):
+            small.decode_batch(items)
+    with pytest.raises(ValueError):
+        small.decode_batch([(0, a, [7], 3)], outputs=[True, False])
+    assert [(x.n_past, x.positions().tolist()) for x in (a, b)] == before
+
+
+def test_one_item_is_decode(small):
+    """A batch of one sequence is an ordinary llama_decode: the same bits as decode() (prompt and a step)."""
+    toks = list(range(100, 400))
+    small.cache.clear()
+    small.decode(toks, 0)
+    want = [small.logits().copy()]
+    small.decode([42], len(toks))
+    want.append(small.logits().copy())
+    other = small.new_cache()
+    got = [small.decode_batch([(5, other, toks, 0)])[0], small.decode_batch([(5, other, [42], len(toks))])[0]]
+    assert [row_hash(r) for r in got] == [row_hash(r) for r in want]
+    assert small.decode_batch([(5, other, [43], len(toks) + 1)], outputs=[False]) == [None]
+    assert other.n_past == len(toks) + 2
