@@ -16,6 +16,21 @@ def row_hash(row: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(row, dtype="<f4").tobytes()).hexdigest()[:24]
 
 
+def lcg_tokens(seed: int, n_vocab: int):
+    """The seeded token ids of tests/oracle/forward/multiseq.json (testing/record_multiseq.py), a draw(k) function
+    giving the next k: x = (1103515245 x + 12345) mod 2^31 from the seed, id = (x >> 8) mod n_vocab."""
+    x = seed
+
+    def draw(k: int) -> list[int]:
+        nonlocal x
+        out = []
+        for _ in range(k):
+            x = (1103515245 * x + 12345) % 2**31
+            out.append((x >> 8) % n_vocab)
+        return out
+    return draw
+
+
 def record_sets(name: str) -> list[dict]:
     """The sets of one record file (a file holds one set, or several under "sets", whose cases may name their
     prompt from the file's "prompts"); [] when it is missing."""

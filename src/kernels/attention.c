@@ -677,7 +677,11 @@ static void tiled_tile(const bk_attn_f16_args *a, const tile_ws *w, int h, int t
 static void run_tiled(const bk_attn_f16_args *a, int ith, int nth) {
     const tile_ws w = tile_scratch(a, ith);
     const int64_t N = a->n_tokens;
-    const int64_t nr = N * a->n_head;
+    /* this call's rows [lo, hi) of ggml's N * n_head * streams: a stream starts on a head boundary, and no tile
+     * crosses one, so the tiles met inside [lo, hi) are the oracle's */
+    const int64_t n_str = a->multi_stream && a->n_stream > 1 ? a->n_stream : 1;
+    const int64_t lo = n_str > 1 ? (int64_t)a->stream * N * a->n_head : 0, hi = lo + N * a->n_head;
+    const int64_t nr = N * a->n_head * n_str;
     const int onth = a->oracle_nth;
     const int64_t nth_scaled = (int64_t)onth * 4;
     const int64_t chunk_size = (nr + nth_scaled - 1) / nth_scaled;
@@ -687,11 +691,11 @@ static void run_tiled(const bk_attn_f16_args *a, int ith, int nth) {
 
     int64_t tile_no = 0;
     for (int64_t ch = 0; ch < nchunk; ch++) {
-        const int64_t ir0 = dr * ch;
-        const int64_t ir1 = ir0 + dr < nr ? ir0 + dr : nr;
+        const int64_t ir0 = dr * ch < lo ? lo : dr * ch;
+        const int64_t ir1 = dr * ch + dr < hi ? dr * ch + dr : hi;
         int64_t ir = ir0;
         while (ir < ir1) {
-            const int64_t h = ir / N, t = ir % N;
+            const int64_t h = (ir - lo) / N, t = ir % N;
             int64_t rows = BK_ATTN_TILE_Q;
             if (ir1 - ir < rows) rows = ir1 - ir;
             if (N - t < rows) rows = N - t;

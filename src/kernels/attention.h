@@ -89,6 +89,10 @@ typedef struct bk_attn_f16_args {
      * n > 1 choices decoding together in a non-unified cache): ggml's Q then has ne[3] > 1 and never takes
      * the split-KV path (ops.cpp: neq1 == 1 && neq3 == 1), so a 1-token row goes through the one-chunk path. */
     int32_t multi_stream;
+    /* With multi_stream: the ubatch's streams (0 or 1: this call's rows are all of ggml's Q) and which one this
+     * call computes (its rows are ggml's rows stream*n_tokens*n_head ..). The tiled path's row chunks are cut
+     * over n_tokens*n_head*n_stream rows, as ggml cuts them for a Q with ne[3] = n_stream. */
+    int32_t n_stream, stream;
 } bk_attn_f16_args;
 
 /* The path ggml takes for a ubatch of n_tokens query rows over n_kv cells with V head size dv. */

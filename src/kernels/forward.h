@@ -184,4 +184,34 @@ int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_c
 int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
                        const int32_t *tokens, int32_t n, int32_t pos0, float *embd);
 
+/* ---- several sequences in one llama_decode (llama-server's update_slots batch, non-unified KV: -np N, no -kvu) */
+
+/* One sequence's share of a multi-sequence llama_decode (bk_fwd_decode_seqs), in the batch's order. */
+typedef struct bk_fwd_seq {
+    bk_kv_cache *kv;        /* the sequence's own cache (its KV stream); every seq's cache has the same size */
+    int32_t seq_id;         /* llama_seq_id (llama-server: the slot id), 0 .. BK_FWD_MAX_SEQ-1, unique */
+    const int32_t *tokens;  /* [n], valid ids */
+    int32_t n;              /* > 0 */
+    int32_t pos0;           /* positions pos0 .. pos0+n-1; the cache holds exactly 0 .. pos0-1 (caller checks) */
+    int32_t output;         /* nonzero: the logits of its last token are wanted */
+} bk_fwd_seq;
+
+#define BK_FWD_MAX_SEQ 256  /* LLAMA_MAX_SEQ */
+
+/* One llama_decode of n_seqs sequences as libllama b11192 runs it with one KV stream per sequence
+ * (llama_kv_cache::init_batch with n_stream > 1: llama_batch_allocr::split_equal(n_ubatch, sequential)):
+ * each ubatch takes, from the first sequence with tokens left, the run of sequences whose ids follow one
+ * another (in batch order), and the same number of tokens of each (the fewest any of them has left, at most
+ * n_ubatch / their count); rows are grouped by sequence. A ubatch of one sequence is computed as bk_fwd_decode
+ * computes it; one of several: every MUL_MAT over all its rows, RoPE and the cache store per sequence, the
+ * attention per stream over n_kv = the largest of the streams' n_kv with the stream's own mask (ggml's Q with
+ * ne[3] = streams: never split-KV; the tiled path's row chunks count every stream), the last layer's output
+ * rows gathered (inp_out_ids), the head over them. Logits rows land in logits ([outputs][n_vocab], the
+ * caller's) in the order they are computed, out_seq[i] naming the index in seqs of row i; *n_out their count.
+ * Returns BK_FWD_OK, BK_FWD_BAD_ARGS (an architecture other than llama, a sliding-window cache, caches of
+ * different sizes or types, a repeated or out-of-range seq_id, more sequences than n_ubatch), BK_FWD_NO_MEMORY,
+ * or BK_FWD_CACHE_FULL before anything is computed. */
+int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
+                       const bk_fwd_seq *seqs, int32_t n_seqs, float *logits, int32_t *out_seq, int32_t *n_out);
+
 #endif

@@ -400,7 +400,14 @@ static act_view prep_site(const bk_ubatch *u, const bk_site *S, int nj, int ith,
 void bk_fwd_embed(const bk_ubatch *u, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     bk_fwd_state *st = u->st;
-    bk_kv_mask_f16(&u->kv->cells, st->pos, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith, nth);
+    if (u->n_stream)  /* each stream's rows against its own cells, over the ubatch's n_kv */
+        for (int s = 0; s < u->n_stream; s++) {
+            const int64_t r0 = (int64_t)s * u->n_seq_tokens;
+            bk_kv_mask_f16(&u->streams[s]->cells, st->pos + r0, (uint32_t)u->n_seq_tokens, u->n_kv,
+                           st->mask + r0 * st->kv_max, st->kv_max, ith, nth);
+        }
+    else
+        bk_kv_mask_f16(&u->kv->cells, st->pos, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith, nth);
     if (u->kv_swa)
         bk_kv_mask_f16(&u->kv_swa->cells, st->pos, (uint32_t)u->n, u->n_kv_swa, st->mask_swa, st->kv_max, ith, nth);
     for (int t = ith; t < u->n; t += nth) {
@@ -463,7 +470,19 @@ void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
             rope_range(st->q + t * nq, aq, bq, hd, cfg->n_rot, rc);
             rope_range(st->k + t * nk, ak, bk, hd, cfg->n_rot, rc);
         }
-        if (bk > ak) {
+        if (bk > ak && u->n_stream) {
+            /* each stream's rows into its own cache */
+            const int ns = u->n_seq_tokens;
+            for (int s = 0; s < u->n_stream; s++) {
+                const bk_kv_cache *c = u->streams[s];
+                uint16_t *ks = (uint16_t *)bk_kv_cache_k(c, l), *vs = (uint16_t *)bk_kv_cache_v(c, l);
+                const int64_t r0 = (int64_t)s * ns;
+                bk_kv_store_f16(st->k + r0 * nk + ak, nk, (uint32_t)ns, (uint32_t)(bk - ak), st->idxs + r0,
+                                ks + ak, nk, 0, 1);
+                bk_kv_store_f16(st->v + r0 * nk + ak, nk, (uint32_t)ns, (uint32_t)(bk - ak), st->idxs + r0,
+                                vs + ak, nk, 0, 1);
+            }
+        } else if (bk > ak) {
             bk_kv_store_f16(st->k + ak, nk, (uint32_t)n, (uint32_t)(bk - ak), st->idxs, kc + ak, nk, 0, 1);
             bk_kv_store_f16(st->v + ak, nk, (uint32_t)n, (uint32_t)(bk - ak), st->idxs, vc + ak, nk, 0, 1);
         }
@@ -482,14 +501,21 @@ void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
             bk_hadamard_rows(k, nk / rot_k, rot_k, rot_k, 0, 1);
             bk_hadamard_rows(v, nk / 64, 64, 64, 0, 1);
         }
-        bk_kv_store_q8_0(k, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_k(kv, l),
-                         (int64_t)kv->k_row_bytes, 0, 1);
-        bk_kv_store_q8_0(v, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_v(kv, l),
-                         (int64_t)kv->v_row_bytes, 0, 1);
+        const bk_kv_cache *c = u->n_stream ? u->streams[t / u->n_seq_tokens] : kv;  /* the row's stream */
+        bk_kv_store_q8_0(k, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_k(c, l),
+                         (int64_t)c->k_row_bytes, 0, 1);
+        bk_kv_store_q8_0(v, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_v(c, l),
+                         (int64_t)c->v_row_bytes, 0, 1);
     }
 }
 
+static void attention_streams(const bk_ubatch *u, int l, int ith, int nth);
+
 void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth) {
+    if (u->n_stream) {
+        attention_streams(u, l, ith, nth);
+        return;
+    }
     const bk_model_config *cfg = u->cfg;
     const bk_kv_cache *kv = u->kv;
     const bk_fwd_state *st = u->st;
@@ -527,6 +553,47 @@ void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth) {
     }
 }
 
+/* Several KV streams (ggml's Q, K, V and mask with ne[3] = streams): each stream's rows attend over its own
+ * cache's cells 0 .. n_kv-1 with its mask rows; never split-KV; the tiled path's row chunks are cut over every
+ * stream's rows (bk_attn_f16_args n_stream, stream). No barrier between streams: their outputs are apart and
+ * the one-chunk and tiled paths keep their scratch per thread. */
+static void attention_streams(const bk_ubatch *u, int l, int ith, int nth) {
+    const bk_model_config *cfg = u->cfg;
+    const bk_fwd_state *st = u->st;
+    const int hd = cfg->head_dim, ns = u->n_seq_tokens;
+    const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
+    for (int s = 0; s < u->n_stream; s++) {
+        const bk_kv_cache *kv = u->streams[s];
+        const int64_t r0 = (int64_t)s * ns;
+        if (u->q8) {
+            const bk_attn_q8_0_args a = {
+                .n_tokens = ns, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
+                .n_kv = (int32_t)u->n_kv, .scale = cfg->kq_scale,
+                .q = st->q + r0 * nq, .q_row = nq, .q_head = hd,
+                .k = bk_kv_cache_k(kv, l), .k_cell = (int64_t)kv->k_row_bytes, .k_head = hd / BK_QK * 34,
+                .v = bk_kv_cache_v(kv, l), .v_cell = (int64_t)kv->v_row_bytes, .v_head = hd / BK_QK * 34,
+                .mask = st->mask + r0 * st->kv_max, .mask_row = st->kv_max,
+                .out = st->att + r0 * nq, .out_row = nq, .out_head = hd,
+                .scratch = st->attn_scratch,
+            };
+            bk_attn_q8_0(&a, ith, nth);
+            continue;
+        }
+        const bk_attn_f16_args a = {
+            .n_tokens = ns, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
+            .n_kv = (int32_t)u->n_kv, .scale = cfg->kq_scale, .oracle_nth = st->oracle_nth,
+            .multi_stream = 1, .n_stream = u->n_stream, .stream = s,
+            .q = st->q + r0 * nq, .q_row = nq, .q_head = hd,
+            .k = (const uint16_t *)bk_kv_cache_k(kv, l), .k_cell = nk, .k_head = hd,
+            .v = (const uint16_t *)bk_kv_cache_v(kv, l), .v_cell = nk, .v_head = hd,
+            .mask = st->mask + r0 * st->kv_max, .mask_row = st->kv_max,
+            .out = st->att + r0 * nq, .out_row = nq, .out_head = hd,
+            .scratch = st->attn_scratch,
+        };
+        bk_attn_f16(&a, ith, nth);
+    }
+}
+
 void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc, int ith, int nth) {
     const bk_fwd_state *st = u->st;
     const int F = u->cfg->n_ff;
@@ -548,11 +615,25 @@ void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc
 void bk_fwd_head(const bk_ubatch *u, int ith, int nth) {
     const bk_model_weights *w = u->w;
     const bk_site S = {.x = u->st->x, .x_row = u->cfg->n_embd, .k = u->cfg->n_embd, .norm = w->output_norm,
-                       .c0 = u->n - 1, .nc = 1, .n_node = 1, .jobs = {{.W = &w->output}}};
+                       .c0 = u->out_c0, .nc = u->n_out, .n_node = u->n_out, .jobs = {{.W = &w->output}}};
     const act_view v = prep_site(u, &S, 1, ith, nth);
     const int s = act_slot(bk_act_type(w->output.type));
     const int64_t a = bk_matmul_split(w->output.m, ith, nth), b = bk_matmul_split(w->output.m, ith + 1, nth);
-    bk_matmul(&w->output, v.base[s], v.col[s], 1, 1, a, b, u->st->logits, u->cfg->n_vocab, NULL, 0);
+    bk_matmul(&w->output, v.base[s], v.col[s], u->n_out, u->n_out, a, b, u->logits ? u->logits : u->st->logits,
+              u->cfg->n_vocab, NULL, 0);
+}
+
+void bk_fwd_gather_outputs(const bk_ubatch *u, int ith, int nth) {
+    (void)nth;
+    if (ith != 0) return;
+    const bk_model_config *cfg = u->cfg;
+    const int64_t E = cfg->n_embd, nq = (int64_t)cfg->n_head * cfg->head_dim;
+    for (int i = 0; i < u->n_out; i++) {
+        const int64_t r = u->out_rows[i];
+        if (r == i) continue;
+        memcpy(u->st->att + i * nq, u->st->att + r * nq, (size_t)nq * sizeof(float));
+        memcpy(u->st->x + i * E, u->st->x + r * E, (size_t)E * sizeof(float));
+    }
 }
 
 void bk_fwd_embd_rows(const bk_ubatch *u, int ith, int nth) {
@@ -591,7 +672,8 @@ static int decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_c
         }
         const bk_ubatch u = {
             .cfg = cfg, .w = w, .kv = kv, .st = st, .tokens = tokens + u0, .n = nu, .n_kv = n_kv,
-            .want_logits = u0 + nu == n, .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
+            .want_logits = u0 + nu == n, .out_c0 = nu - 1, .n_out = u0 + nu == n,
+            .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
             .attn_path = bk_attn_f16_path_streams(nu, (int32_t)n_kv, cfg->head_dim, st->multi_stream),
             .embd = embd ? embd + (int64_t)u0 * cfg->n_embd : NULL,
             .kv_swa = kv->swa, .n_kv_swa = n_kv_swa,
@@ -613,4 +695,107 @@ int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk
                        const int32_t *tokens, int32_t n, int32_t pos0, float *embd) {
     if (!embd) return BK_FWD_BAD_ARGS;
     return decode(cfg, w, kv, st, tokens, n, pos0, embd);
+}
+
+/* ---------------------------------------------------------------- several sequences (bk_fwd_decode_seqs) */
+
+static int seqs_checked(const bk_model_config *cfg, const bk_fwd_state *st, const bk_fwd_seq *seqs, int32_t n) {
+    if (n <= 0 || n > st->n_ubatch || n > BK_FWD_MAX_SEQ || cfg->arch != BK_ARCH_LLAMA) return BK_FWD_BAD_ARGS;
+    unsigned char seen[BK_FWD_MAX_SEQ] = {0};
+    for (int32_t i = 0; i < n; i++) {
+        const bk_fwd_seq *q = &seqs[i];
+        if (!q->kv || !q->tokens || q->n <= 0 || q->pos0 < 0 || q->kv->swa || q->kv->size > st->kv_max)
+            return BK_FWD_BAD_ARGS;
+        if (q->kv->size != seqs[0].kv->size || q->kv->type != seqs[0].kv->type) return BK_FWD_BAD_ARGS;
+        if (q->seq_id < 0 || q->seq_id >= BK_FWD_MAX_SEQ || seen[q->seq_id]) return BK_FWD_BAD_ARGS;
+        seen[q->seq_id] = 1;
+        for (int32_t j = 0; j < i; j++)
+            if (seqs[j].kv == q->kv) return BK_FWD_BAD_ARGS;  /* one stream per sequence */
+    }
+    for (int32_t i = 0; i < n; i++)
+        if ((int64_t)seqs[i].pos0 + seqs[i].n > (int64_t)seqs[i].kv->size) return BK_FWD_CACHE_FULL;
+    return BK_FWD_OK;
+}
+
+int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
+                       const bk_fwd_seq *seqs, int32_t n_seqs, float *logits, int32_t *out_seq, int32_t *n_out) {
+    *n_out = 0;
+    const int rc = seqs_checked(cfg, st, seqs, n_seqs);
+    if (rc != BK_FWD_OK) return rc;
+    const int nub = st->n_ubatch;
+    /* per sequence: tokens already placed in a ubatch; per ubatch: its sequences, tokens, output rows, streams */
+    int32_t *taken = (int32_t *)calloc((size_t)n_seqs * 2 + (size_t)nub * 2, sizeof(int32_t));
+    bk_kv_cache **strm = (bk_kv_cache **)calloc((size_t)n_seqs, sizeof(bk_kv_cache *));
+    if (!taken || !strm) {
+        free(taken);
+        free(strm);
+        return BK_FWD_NO_MEMORY;
+    }
+    int32_t *set = taken + n_seqs, *tok = set + n_seqs, *out_rows = tok + nub;
+    const int q8 = seqs[0].kv->type == BK_TYPE_Q8_0;
+    const int rot_k = q8 ? bk_attn_rot_k_size(cfg->head_dim) : 0;
+    const bk_ubatch_graph graph = arch_graphs[cfg->arch];
+    int32_t outs = 0;
+    for (;;) {
+        /* split_equal(n_ubatch, sequential = true): from the first sequence with tokens left, the sequences
+         * whose ids follow one another, in batch order */
+        int ns = 0;
+        int32_t last = -1;
+        for (int32_t i = 0; i < n_seqs; i++) {
+            if (taken[i] == seqs[i].n || (ns > 0 && seqs[i].seq_id != last + 1)) continue;
+            set[ns++] = i;
+            last = seqs[i].seq_id;
+        }
+        if (ns == 0) break;
+        /* as many tokens of each as all have left, while (count + 1) * ns <= n_ubatch (one at least) */
+        int32_t nst = nub / ns > 0 ? nub / ns : 1;
+        for (int s = 0; s < ns; s++)
+            if (seqs[set[s]].n - taken[set[s]] < nst) nst = seqs[set[s]].n - taken[set[s]];
+        const int nu = ns * nst;
+        int n_o = 0;
+        uint32_t n_kv = 0;
+        for (int s = 0; s < ns; s++) {
+            const bk_fwd_seq *q = &seqs[set[s]];
+            const int r0 = s * nst;
+            for (int j = 0; j < nst; j++) {
+                tok[r0 + j] = q->tokens[taken[set[s]] + j];
+                st->pos[r0 + j] = q->pos0 + taken[set[s]] + j;
+            }
+            if (bk_kv_find_slot(&q->kv->cells, st->pos + r0, (uint32_t)nst, st->idxs + r0) != 0) {
+                free(taken);
+                free(strm);
+                return BK_FWD_CACHE_FULL;
+            }
+            bk_kv_apply_ubatch(&q->kv->cells, st->idxs + r0, st->pos + r0, (uint32_t)nst);
+            const uint32_t nk = bk_kv_n_kv(&q->kv->cells);  /* get_n_kv: the largest of the ubatch's streams */
+            if (nk > n_kv) n_kv = nk;
+            taken[set[s]] += nst;
+            if (q->output && taken[set[s]] == q->n) {
+                out_rows[n_o] = r0 + nst - 1;
+                out_seq[outs + n_o] = set[s];
+                n_o++;
+            }
+            strm[s] = q->kv;
+        }
+        bk_ubatch u = {
+            .cfg = cfg, .w = w, .kv = strm[0], .st = st, .tokens = tok, .n = nu, .n_kv = n_kv,
+            .want_logits = n_o > 0, .n_out = n_o, .out_c0 = ns == 1 ? nu - 1 : 0,
+            .logits = logits + (int64_t)outs * cfg->n_vocab,
+            .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
+            .attn_path = bk_attn_f16_path_streams(nu, (int32_t)n_kv, cfg->head_dim, ns > 1),
+        };
+        if (ns > 1) {
+            u.n_stream = ns;
+            u.n_seq_tokens = nst;
+            u.streams = strm;
+            u.out_rows = out_rows;
+        }
+#pragma omp parallel num_threads(st->nth)
+        graph(&u, omp_get_thread_num(), omp_get_num_threads());
+        outs += n_o;
+    }
+    free(taken);
+    free(strm);
+    *n_out = outs;
+    return BK_FWD_OK;
 }

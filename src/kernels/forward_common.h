@@ -40,6 +40,18 @@ typedef struct bk_ubatch {
     bk_kv_cache *kv_swa;
     uint32_t n_kv_swa;
     int attn_path_swa;
+    /* the output rows: the last layer goes on over columns out_c0 .. out_c0+n_out-1 and the head writes n_out
+     * rows of logits (one-sequence calls: out_c0 = n-1, n_out = 1 when want_logits) */
+    int64_t out_c0;
+    int n_out;
+    float *logits;           /* NULL: st->logits; else [n_out][n_vocab] */
+    /* several KV streams in the ubatch (bk_fwd_decode_seqs; n_stream 0 otherwise, kv is then the cache):
+     * stream s holds rows s*n_seq_tokens .. (s+1)*n_seq_tokens-1 and its cells are streams[s]'s; the output
+     * rows out_rows[0 .. n_out) are gathered into columns 0 .. n_out-1 before the last layer's wo */
+    int n_stream;
+    int n_seq_tokens;
+    bk_kv_cache *const *streams;
+    const int32_t *out_rows;
 } bk_ubatch;
 
 /* An architecture's graph of one ubatch (forward_archs.h names one per architecture). */
@@ -102,7 +114,12 @@ void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc
 /* t_embd = RMS_NORM(x) * output_norm for every token of the ubatch, into u->embd. By tokens. */
 void bk_fwd_embd_rows(const bk_ubatch *u, int ith, int nth);
 
-/* logits = output (RMS_NORM(x) * output_norm) for the ubatch's last token. */
+/* logits = output (RMS_NORM(x) * output_norm) for the output columns out_c0 .. out_c0+n_out-1 (one MUL_MAT node
+ * of n_out columns). */
 void bk_fwd_head(const bk_ubatch *u, int ith, int nth);
+
+/* Several streams (u->out_rows): rows out_rows[i] of att and x move to row i (llama-graph's inp_out_ids
+ * GET_ROWS, exact), by thread 0 in increasing i (a row's source is never below its destination). */
+void bk_fwd_gather_outputs(const bk_ubatch *u, int ith, int nth);
 
 #endif

@@ -16,7 +16,8 @@
  *     h = RMS_NORM(x) * ffn_norm;  x = down(SWIGLU(gate h, up h)) + x            (act.h)
  *   logits = output (RMS_NORM(x) * output_norm)    (output = token_embd when the file has no output.weight)
  * The last layer's wo runs over the ubatch's n columns (its MUL_MAT node has n), its FFN and the head over the
- * output row only. A ubatch without the output (want_logits 0) ends with the last layer's K and V.
+ * output rows only (the last row; with several sequences each one's output row, gathered first). A ubatch
+ * without outputs (want_logits 0) ends with the last layer's K and V.
  * With embeddings (u->embd) every token is an output: the last layer runs over all n columns like the others,
  * and t_embd = RMS_NORM(x) * output_norm of every row is the result (src/models/llama.cpp res->t_embd); the head
  * is not computed (the server reads no logits of an embedding batch).
@@ -35,9 +36,9 @@ void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
     for (int l = 0; l < cfg->n_layer; l++) {
         const bk_layer *L = &u->w->layers[l];
         const int last = l == cfg->n_layer - 1 && !u->embd;
-        /* the columns that go on after attention: all, or on the last layer the output row only */
-        const int64_t c0 = last ? n - 1 : 0;
-        const int nc = last ? 1 : n;
+        /* the columns that go on after attention: all, or on the last layer the output rows only */
+        const int64_t c0 = last ? u->out_c0 : 0;
+        const int nc = last ? u->n_out : n;
 
         /* attention */
         bk_fwd_qkv_site(u, l, ith, nth);
@@ -46,6 +47,10 @@ void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
         bk_fwd_attention(u, l, ith, nth);
 #pragma omp barrier
         if (last && !u->want_logits) break;
+        if (last && u->out_rows) {
+            bk_fwd_gather_outputs(u, ith, nth);
+#pragma omp barrier
+        }
 
         /* output projection + residual (wo's node has the ubatch's n columns) */
         bk_fwd_site(u, &(const bk_site){

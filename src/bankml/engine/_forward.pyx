@@ -20,6 +20,7 @@ from libc.string cimport memcpy
 
 from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACHE_FULL, BK_FWD_NO_MEMORY, BK_FWD_OK,
                                      bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_decode_embd,
+                                     bk_fwd_decode_seqs, bk_fwd_seq,
                                      bk_fwd_pack, bk_fwd_state,
                                      bk_fwd_state_alloc, bk_fwd_state_free, bk_fwd_unpack, bk_kv_cache,
                                      bk_kv_cache_alloc, bk_kv_cache_alloc_swa, bk_kv_cache_free, bk_layer, bk_model_config,
@@ -208,6 +209,40 @@ cdef class _Forward:
             rc = bk_fwd_decode(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], n, pos)
         self.st.multi_stream = 0
         return rc
+
+    def decode_seqs(self, list caches, list seq_ids, list tokens, list positions, list outputs):
+        """One llama_decode of several sequences, each in its own cache (bk_fwd_decode_seqs), in batch order.
+        Validated by the caller. Returns (status, float32[n_out][n_vocab] logits rows, int32[n_out] the index of
+        each row's sequence)."""
+        cdef int n = len(caches), i, rc
+        cdef int32_t n_out = 0
+        cdef bk_fwd_seq *seqs = <bk_fwd_seq *>calloc(n if n > 0 else 1, sizeof(bk_fwd_seq))
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] t
+        cdef _KVCache c
+        cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((max(n, 1), self.cfg.n_vocab),
+                                                                         dtype=np.float32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] who = np.zeros(max(n, 1), dtype=np.int32)
+        if seqs == NULL:
+            raise MemoryError()
+        arrays = [np.ascontiguousarray(x, dtype=np.int32) for x in tokens]
+        try:
+            for i in range(n):
+                c = caches[i]
+                t = arrays[i]
+                if t.shape[0] == 0:
+                    raise ValueError("no tokens")
+                seqs[i].kv = &c.kv
+                seqs[i].seq_id = seq_ids[i]
+                seqs[i].tokens = &t[0]
+                seqs[i].n = t.shape[0]
+                seqs[i].pos0 = positions[i]
+                seqs[i].output = 1 if outputs[i] else 0
+            self.st.multi_stream = 0
+            with nogil:
+                rc = bk_fwd_decode_seqs(&self.cfg, &self.w, &self.st, seqs, n, &out[0, 0], &who[0], &n_out)
+        finally:
+            free(seqs)
+        return rc, out[:n_out], who[:n_out]
 
     def _call_tokens(self, _KVCache cache, tokens):
         """decode_embd's checks: a non-empty int32 array and a cache this state can run."""

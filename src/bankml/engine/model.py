@@ -356,6 +356,52 @@ class Model:
         rc = self._fwd.decode(cache._c, arr.astype(np.int32), pos, multi_stream)
         self._status(rc, cache, arr)
 
+    def decode_batch(self, items, outputs=None) -> list[np.ndarray | None]:
+        """One llama_decode holding several sequences, as llama-server's update_slots gathers them with a
+        non-unified KV cache (-np N without -kvu): items, in the batch's order, are (seq_id, cache, tokens, pos)
+        (seq_id: the slot id, llama_seq_id; cache: that sequence's own KVCache, all of the same size and type;
+        pos: the cache's n_past). The batch is cut into ubatches as libllama cuts it (split_equal: consecutive
+        seq ids, equal token counts; docs/engine.md "Several sequences in one decode") and every ubatch's rows are
+        computed together, so each row has the bits libllama gives it in that batch. outputs: per item whether
+        its last token's logits are wanted (default all). Returns per item a float32[n_vocab] copy of those
+        logits, or None. Refuses before touching any cache: PositionMismatch, ContextFull, InvalidToken,
+        ValueError (no items, a repeated seq_id or cache, caches of different sizes or types, more items than
+        n_ubatch), NotImplementedError (a graph other than llama's, a sliding-window cache)."""
+        items = list(items)
+        outputs = [True] * len(items) if outputs is None else [bool(o) for o in outputs]
+        if not items or len(outputs) != len(items):
+            raise ValueError("decode_batch needs one or more (seq_id, cache, tokens, pos) items and one output "
+                             "flag per item")
+        if self._fwd.arch != "llama":
+            raise NotImplementedError(f"several sequences in one decode of a {self._fwd.arch} model are not "
+                                      "reproduced by bankml yet (only the llama graph gathers several streams)")
+        if len(items) > self.n_ubatch:
+            raise ValueError(f"{len(items)} sequences in one decode: at most n_ubatch ({self.n_ubatch})")
+        seq_ids, caches, arrays, positions = [], [], [], []
+        for seq_id, cache, tokens, pos in items:
+            if not 0 <= int(seq_id) < 256:
+                raise ValueError(f"seq_id {seq_id}: 0 .. 255 (LLAMA_MAX_SEQ)")
+            if cache.has_swa:
+                raise NotImplementedError("several sequences in one decode over a sliding-window cache")
+            seq_ids.append(int(seq_id))
+            caches.append(cache)
+            arrays.append(self._checked(tokens, pos, cache))
+            positions.append(int(pos))
+        if len(set(seq_ids)) != len(seq_ids) or len({id(c) for c in caches}) != len(caches):
+            raise ValueError("each sequence of a decode has its own seq_id and its own cache")
+        if len({(c.n_ctx, c.cache_type) for c in caches}) != 1:
+            raise ValueError("the caches of one decode must have the same size and type (libllama's streams do)")
+        rc, rows, who = self._fwd.decode_seqs([c._c for c in caches], seq_ids, arrays, positions, outputs)
+        self.check_file()
+        if rc == 2:
+            raise ContextFull(caches[0].n_past, int(arrays[0].size), caches[0].n_ctx)
+        if rc != 0:
+            raise RuntimeError(f"the forward pass failed with status {rc}")
+        result: list[np.ndarray | None] = [None] * len(items)
+        for row, i in zip(rows, who):
+            result[int(i)] = row.copy()
+        return result
+
     def embed(self, tokens, pos: int, cache: KVCache | None = None) -> np.ndarray:
         """One llama_decode with embeddings on (llama_set_embeddings(ctx, true)): every token is an output, its
         K and V enter the cache as decode's do, and the result is float32[len][n_embd], each token's final norm

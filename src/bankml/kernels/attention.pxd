@@ -19,6 +19,7 @@ cdef extern from "attention.h" nogil:
         int64_t out_row, out_head
         float *scratch
         int32_t multi_stream
+        int32_t n_stream, stream
     int bk_attn_f16_path(int32_t n_tokens, int32_t n_kv, int32_t dv)
     int bk_attn_f16_path_streams(int32_t n_tokens, int32_t n_kv, int32_t dv, int32_t multi_stream)
     size_t bk_attn_f16_scratch_floats(int32_t n_head, int32_t dk, int32_t dv, int32_t oracle_nth, int32_t nth)

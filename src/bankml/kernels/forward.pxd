@@ -58,3 +58,13 @@ cdef extern from "forward.h" nogil:
                       bk_fwd_state *st, const int32_t *tokens, int32_t n, int32_t pos0)
     int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
                            bk_fwd_state *st, const int32_t *tokens, int32_t n, int32_t pos0, float *embd)
+    # several sequences in one llama_decode (non-unified KV: one stream per sequence)
+    int BK_FWD_MAX_SEQ
+    ctypedef struct bk_fwd_seq:
+        bk_kv_cache *kv
+        int32_t seq_id
+        const int32_t *tokens
+        int32_t n, pos0, output
+    int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
+                           const bk_fwd_seq *seqs, int32_t n_seqs, float *logits, int32_t *out_seq,
+                           int32_t *n_out)
