@@ -141,6 +141,10 @@ class KVCache:
     def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
         if cache_type not in CACHE_TYPES:
             raise ValueError(f"cache type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}")
+        kinds = arch.ARCHITECTURES[model.hparams.arch].cache_types
+        if cache_type not in kinds:
+            raise ValueError(f"a {cache_type} KV cache for a {model.hparams.arch} model is not reproduced by bankml "
+                             f"yet (only {', '.join(kinds)})")
         self.n_ctx = n_ctx
         self.cache_type = cache_type
         self._c = _forward._KVCache(model._fwd, n_ctx, cache_type, swa_full=model.swa_full)
