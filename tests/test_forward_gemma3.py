@@ -23,9 +23,8 @@ SETS = record_sets("gemma3")
 
 @pytest.fixture(scope="module")
 def gemma3(gemma3_path):
-    m = open_recorded(gemma3_path, SETS[0])
-    yield m
-    m.close()
+    with open_recorded(gemma3_path, SETS[0]) as m:
+        yield m
 
 
 def test_the_record_covers_the_brief():

@@ -28,9 +28,8 @@ SETS = record_sets("qwen3")
 
 @pytest.fixture(scope="module")
 def qwen3(smollm2_qwen3_path):
-    m = open_recorded(smollm2_qwen3_path, SETS[0])
-    yield m
-    m.close()
+    with open_recorded(smollm2_qwen3_path, SETS[0]) as m:
+        yield m
 
 
 def test_the_record_covers_the_brief():
