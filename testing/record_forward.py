@@ -2,7 +2,7 @@
 tests/oracle/forward/ (token ids and hashes only; small JSON).
 
     PYTHONPATH=. python testing/record_forward.py                  # every set
-    PYTHONPATH=. python testing/record_forward.py q4_1 f16         # some sets: ops q4_1 f16 q8_0 kvq8 threads
+    PYTHONPATH=. python testing/record_forward.py q4_1 f16         # some sets: ops q4_1 f16 q8_0 kvq8 threads qwen3
 
 The context is made as llama-server makes it (`-t 2 -c 4096 -np 1`: n_batch 2048, n_ubatch 512, flash attention
 on, F16 cache; testing/libllama_shim.c) and fed as llama-server feeds it: the whole prompt in one llama_decode
@@ -21,6 +21,9 @@ Sets:
                     40 prompts x (1 prefill row + 300 decode rows)
   f32               the F32 file bankml's converter derives (F32 matrices: vec_dot_f32 and tinyBLAS's F32 order):
                     8 prompts x (1 + 40)
+  qwen3             the Q4_1 file re-described as qwen3 by bankml.models.redescribe (the qwen3 graph: per-head
+                    Q/K norms, NEOX RoPE): 40 prompts of 1 .. 1300 tokens x (1 + 24; 40 for text-1000,
+                    100 for text-3; text-511, text-1000 and text-1023 decode across 512 and 1024)
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -55,15 +58,23 @@ MODELS = {
     "f16": "smollm2-135m-instruct-f16.gguf",
     "q8_0": "smollm2-135m-instruct-q8_0.gguf",
     "f32": "derived/smollm2-135m-instruct-f32.gguf",  # made here by `bankml quantize ... F32` when missing
+    # made here by bankml.models.redescribe when missing: the Q4_1 file re-described as qwen3 (per-head norms)
+    "qwen3": "derived/smollm2-135m-instruct-qwen3.gguf",
 }
 
 
-def derived_f32() -> Path:
-    """SmolLM2 re-encoded as F32 by bankml's converter (deterministic; the record keeps its sha256)."""
-    from bankml.models import quantize
-    dst = model_path(MODELS["q4_1"]).parent / MODELS["f32"]
+def derived(key: str) -> Path:
+    """A file bankml derives from the Q4_1 one, made when missing (deterministic; the record keeps its sha256):
+    "f32" re-encoded by bankml's converter, "qwen3" re-described by bankml.models.redescribe."""
+    src = model_path(MODELS["q4_1"])
+    dst = src.parent / MODELS[key]
     if not dst.exists():
-        quantize.convert(model_path(MODELS["q4_1"]), dst, "F32", progress=False)
+        if key == "qwen3":
+            from bankml.models import redescribe
+            redescribe.convert(src, dst, "qwen3", progress=False)
+        else:
+            from bankml.models import quantize
+            quantize.convert(src, dst, "F32", progress=False)
     return dst
 
 # prompt lengths: 1 .. 1500, both sides of 64 (tiled attention), 256 (n_kv padding), 512 (the ubatch, split-KV
@@ -135,7 +146,7 @@ def run_case(L: Llama, prompt: list[int], steps: int) -> dict:
 
 def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: str = "f16",
                pick=None, steps_of=None) -> dict:
-    path = derived_f32() if model_key == "f32" else model_path(MODELS[model_key])
+    path = derived(model_key) if model_key in ("f32", "qwen3") else model_path(MODELS[model_key])
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
     with Llama(path, n_ctx=4096, n_threads=threads, type_k=kv, type_v=kv, poll=0) as L:
@@ -157,6 +168,10 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
     return rec
 
 
+# qwen3: the re-described file, prompts of 1 .. 1300 tokens (40) x (1 + 24 decode rows: text-511 and text-1023
+# cross 512 and 1024), more steps from 1000 tokens (across 1024) and on a short prompt
+QWEN3_PICK = {f"text-{n}" for n in LENGTHS if n <= 1300} | {f"random-{n}" for n in RANDOM_LENGTHS}
+QWEN3_STEPS = {"text-1000": 40, "text-3": 100}
 THREAD_PICK = {"text-5", "text-257", "text-513", "text-1024", "text-1500", "random-300"}
 F32_PICK = {"text-1", "text-2", "text-33", "text-65", "text-257", "text-513", "text-1025", "random-7"}
 THREADS_MORE = [("q4_1", t) for t in (4, 6, 8, 12, 16, 24, 32, 64)] + [(m, t) for m in ("q8_0", "f16") for t in (4, 8)]
@@ -212,13 +227,15 @@ def record_ops() -> dict:
 
 
 def main(argv: list[str]) -> None:
-    want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more"]
+    want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more", "qwen3"]
     OUT.mkdir(parents=True, exist_ok=True)
     for name in want:
         if name == "ops":
             rec = record_ops()
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
+        elif name == "qwen3":
+            rec = record_set(name, "qwen3", 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:
             rec = record_set(name, name, 300)
         elif name == "kvq8":

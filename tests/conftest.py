@@ -54,6 +54,21 @@ def smollm2_q8_0_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2_qwen3_path() -> Path:
+    # SmolLM2 Q4_1 re-described as qwen3 by bankml.models.redescribe (deterministic; the qwen3 record pins its
+    # sha256), made once into the models directory's derived/ as testing/record_forward.py makes it; never
+    # committed. Skipped without the SmolLM2 file.
+    src = models_dir() / MODEL_FILES["smollm2"]
+    if not src.exists():
+        pytest.skip(f"{src} is missing: `bankml pull {src.stem}` fetches it")
+    dst = src.parent / "derived" / "smollm2-135m-instruct-qwen3.gguf"
+    if not dst.exists():
+        from bankml.models import redescribe
+        redescribe.convert(src, dst, "qwen3", progress=False)
+    return dst
+
+
+@pytest.fixture(scope="session")
 def oracle_dir() -> Path:
     return ORACLE
 

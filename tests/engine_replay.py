@@ -46,6 +46,26 @@ def record_sets(name: str) -> list[dict]:
     return sets
 
 
+def open_recorded(path, rec: dict):
+    """The model of a record: the file's sha256 checked against the record's, opened with its context."""
+    from bankml.engine import Model
+    from bankml.models.verify import sha256_file
+    assert sha256_file(path) == rec["model_sha256"]
+    ctx = rec["context"]
+    return Model.open(path, n_ctx=ctx["n_ctx"], oracle_threads=ctx["threads"], cache_type=ctx["cache_type"])
+
+
+def assert_covers(cases: list[dict], longest: int, edges=(64, 256, 512, 1024), decode_edges=(512, 1024)) -> None:
+    """At least 40 prompts of 1 .. `longest` tokens (at least) with some on both sides of each edge, and decode
+    steps crossing each of decode_edges from below."""
+    lengths = [len(c["prompt"]) for c in cases]
+    assert len(cases) >= 40 and min(lengths) == 1 and max(lengths) >= longest
+    for edge in edges:
+        assert any(n < edge for n in lengths) and any(n > edge for n in lengths)
+    for edge in decode_edges:
+        assert any(len(c["prompt"]) < edge < len(c["prompt"]) + c["steps"] for c in cases)
+
+
 def replay(model, case: dict, steps: int | None = None) -> int:
     """Run one case as llama-server runs it (the prompt in one decode call, then one call per token, each the
     recorded argmax) on a cleared cache; assert every row's hash and argmax. Returns the rows compared."""

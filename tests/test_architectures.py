@@ -51,6 +51,18 @@ def test_llama_slots_are_the_engines():
     assert {t.slot for t in a.tensors if t.per_layer} == LAYER_SLOTS
 
 
+def test_qwen3_is_llama_with_per_head_norms():
+    # src/models/qwen3.cpp: llama's tensors and keys plus attn_q_norm / attn_k_norm, NEOX RoPE, F16 cache only
+    q = arch.ARCHITECTURES["qwen3"]
+    assert {t.slot for t in q.tensors} == {t.slot for t in LLAMA.tensors} | {"q_norm", "k_norm"}
+    assert q.keys == LLAMA.keys and (q.rope, q.swa, q.cache_types) == ("neox", "none", ("f16",))
+
+
+def test_every_description_has_a_compiled_graph():
+    from bankml.engine import _forward
+    assert sorted(_forward.architectures()) == sorted(arch.ARCHITECTURES)
+
+
 def test_the_weights_dict_follows_the_tensor_table(tmp_path):
     p = tmp_path / "m.gguf"
     p.write_bytes(tiny_llama())

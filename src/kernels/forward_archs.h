@@ -4,3 +4,4 @@
  * table, forward_common.h the graph functions' declarations. No include guard (it is included several times). */
 BK_ARCH(BK_ARCH_LLAMA, "llama", bk_llama_ubatch)
 BK_ARCH(BK_ARCH_GEMMA3, "gemma3", bk_gemma3_ubatch)
+BK_ARCH(BK_ARCH_QWEN3, "qwen3", bk_qwen3_ubatch)

@@ -511,6 +511,48 @@ void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
 
 static void attention_streams(const bk_ubatch *u, int l, int ith, int nth);
 
+/* ROPE_NEOX of one head's first n_rot values with one position's cache: the pairs (i, i + n_rot/2) with the
+ * cos/sin of pair i (ggml-cpu/ops.cpp rotate_pairs with n_offset n_dims/2; the same contraction as NORMAL) */
+static void rope_neox(float *x, int n_rot, const float *cache) {
+    const int half = n_rot / 2;
+    for (int i0 = 0; i0 < n_rot; i0 += 2) {
+        const int ic = i0 / 2;
+        const float c = cache[i0], s = cache[i0 + 1];
+        const float x0 = x[ic], x1 = x[ic + half];
+        x[ic] = fmaf(x0, c, -(x1 * s));
+        x[ic + half] = fmaf(x0, s, x1 * c);
+    }
+}
+
+void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, const uint32_t *idxs,
+                          const float *rope, float q_scale, int ith, int nth) {
+    const bk_model_config *cfg = u->cfg;
+    const bk_layer *L = &u->w->layers[l];
+    const bk_fwd_state *st = u->st;
+    const int hd = cfg->head_dim;
+    const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
+    const float eps = cfg->rms_eps;
+    uint16_t *kc = (uint16_t *)bk_kv_cache_k(kv, l), *vc = (uint16_t *)bk_kv_cache_v(kv, l);
+    for (int t = ith; t < u->n; t += nth) {
+        const float *rc = rope + (int64_t)t * cfg->n_rot;
+        float *q = st->q + t * nq, *k = st->k + t * nk;
+        for (int h = 0; h < cfg->n_head; h++) {
+            float *qh = q + (int64_t)h * hd;
+            bk_rms_norm_mul_f32(hd, qh, L->q_norm, eps, qh);
+            rope_neox(qh, cfg->n_rot, rc);
+            if (q_scale != 1.0f)
+                for (int i = 0; i < hd; i++) qh[i] = qh[i] * q_scale;
+        }
+        for (int h = 0; h < cfg->n_head_kv; h++) {
+            float *kh = k + (int64_t)h * hd;
+            bk_rms_norm_mul_f32(hd, kh, L->k_norm, eps, kh);
+            rope_neox(kh, cfg->n_rot, rc);
+        }
+        bk_kv_store_f16(k, nk, 1, (uint32_t)nk, idxs + t, kc, nk, 0, 1);
+        bk_kv_store_f16(st->v + t * nk, nk, 1, (uint32_t)nk, idxs + t, vc, nk, 0, 1);
+    }
+}
+
 void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth) {
     if (u->n_stream) {
         attention_streams(u, l, ith, nth);
@@ -652,6 +694,8 @@ static int decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_c
     if ((cfg->n_swa > 0) != (kv->swa != NULL) || (kv->swa && (!st->mask_swa || kv->type != BK_TYPE_F16)))
         return BK_FWD_BAD_ARGS;
     if (cfg->arch < 0 || cfg->arch >= BK_ARCH_COUNT) return BK_FWD_BAD_ARGS;
+    /* the per-head Q/K norm step stores F16 rows only (bk_fwd_qk_norm_store) */
+    if (cfg->n_layer > 0 && w->layers[0].q_norm && kv->type != BK_TYPE_F16) return BK_FWD_BAD_ARGS;
     if ((int64_t)pos0 + n > (int64_t)kv->size) return BK_FWD_CACHE_FULL;
     const bk_ubatch_graph graph = arch_graphs[cfg->arch];
     const int q8 = kv->type == BK_TYPE_Q8_0;

@@ -30,18 +30,6 @@
 
 #include <math.h>
 
-/* ROPE_NEOX of one head's first n_rot values with one position's cache */
-static void rope_neox(float *x, int n_rot, const float *cache) {
-    const int half = n_rot / 2;
-    for (int i0 = 0; i0 < n_rot; i0 += 2) {
-        const int ic = i0 / 2;
-        const float c = cache[i0], s = cache[i0 + 1];
-        const float x0 = x[ic], x1 = x[ic + half];
-        x[ic] = fmaf(x0, c, -(x1 * s));
-        x[ic + half] = fmaf(x0, s, x1 * c);
-    }
-}
-
 /* out = W x for columns c0 .. c0+nc-1 (x column c at x + c*x_row, W->k floats), a MUL_MAT node of nc columns.
  * A repacked Q4_K matrix takes the node's activations in its own layout (a barrier between); else the site. */
 static void mm_plain(const bk_ubatch *u, const bk_matrix *W, const float *x, int64_t x_row, int64_t c0, int nc,
@@ -76,7 +64,7 @@ void bk_gemma3_ubatch(const bk_ubatch *u, int ith, int nth) {
     bk_fwd_state *st = u->st;
     const int E = cfg->n_embd, F = cfg->n_ff, n = u->n, hd = cfg->head_dim;
     const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
-    const float eps = cfg->rms_eps, emb_scale = sqrtf((float)E), q_scale = cfg->kq_scale;
+    const float emb_scale = sqrtf((float)E), q_scale = cfg->kq_scale;
 
     bk_fwd_embed(u, ith, nth);
     for (int t = ith; t < n; t += nth) {  /* the rows this thread looked up */
@@ -97,27 +85,11 @@ void bk_gemma3_ubatch(const bk_ubatch *u, int ith, int nth) {
         /* Q, K, V */
         bk_fwd_qkv_site(u, l, ith, nth);
 #pragma omp barrier
-        /* per-head norms, RoPE, the query scale, K and V into the layer's cells: by tokens */
-        uint16_t *kc = (uint16_t *)bk_kv_cache_k(kv, l), *vc = (uint16_t *)bk_kv_cache_v(kv, l);
-        for (int t = ith; t < n; t += nth) {
-            const float *rc = rope + (int64_t)t * cfg->n_rot;
-            float *q = st->q + t * nq, *k = st->k + t * nk;
-            for (int h = 0; h < cfg->n_head; h++) {
-                float *qh = q + (int64_t)h * hd;
-                bk_rms_norm_mul_f32(hd, qh, L->q_norm, eps, qh);
-                rope_neox(qh, cfg->n_rot, rc);
-                for (int i = 0; i < hd; i++) qh[i] = qh[i] * q_scale;
-            }
-            for (int h = 0; h < cfg->n_head_kv; h++) {
-                float *kh = k + (int64_t)h * hd;
-                bk_rms_norm_mul_f32(hd, kh, L->k_norm, eps, kh);
-                rope_neox(kh, cfg->n_rot, rc);
-            }
-            bk_kv_store_f16(k, nk, 1, (uint32_t)nk, idxs + t, kc, nk, 0, 1);
-            bk_kv_store_f16(st->v + t * nk, nk, 1, (uint32_t)nk, idxs + t, vc, nk, 0, 1);
-        }
+        /* per-head norms, RoPE, the query scale, K and V into the layer's cells */
+        bk_fwd_qk_norm_store(u, l, kv, idxs, rope, q_scale, ith, nth);
 #pragma omp barrier
         /* attention over the layer's cache */
+        uint16_t *kc = (uint16_t *)bk_kv_cache_k(kv, l), *vc = (uint16_t *)bk_kv_cache_v(kv, l);
         const bk_attn_f16_args a = {
             .n_tokens = n, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
             .n_kv = (int32_t)(swa ? u->n_kv_swa : u->n_kv), .scale = 1.0f, .oracle_nth = st->oracle_nth,

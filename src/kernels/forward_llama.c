@@ -21,10 +21,17 @@
  * With embeddings (u->embd) every token is an output: the last layer runs over all n columns like the others,
  * and t_embd = RMS_NORM(x) * output_norm of every row is the result (src/models/llama.cpp res->t_embd); the head
  * is not computed (the server reads no logits of an embedding batch).
+ *
+ * Qwen3 (src/models/qwen3.cpp) is this graph with one step changed: after the Q, K, V products each head of q and
+ * of k goes through RMS_NORM(.) * attn_q_norm / attn_k_norm (a head_dim vector shared by the heads) and then
+ * ROPE_NEOX instead of ROPE_NORMAL (the step Gemma 3 has, forward_common.h bk_fwd_qk_norm_store; no query
+ * scale: attention scales by 1/sqrt(head_dim) as llama does). Its loader takes no bias, no rope_freqs and no
+ * attention-scale key; the F16 cache only (a Q8_0 one is refused: not recorded).
  */
 #include "forward_common.h"
 
-void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
+/* qk_norm: Qwen3's per-head Q/K norms and NEOX RoPE in place of llama's NORMAL RoPE (F16 cache only) */
+static void llama_graph(const bk_ubatch *u, int qk_norm, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     bk_fwd_state *st = u->st;
     const int E = cfg->n_embd, F = cfg->n_ff, n = u->n;
@@ -42,7 +49,12 @@ void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
 
         /* attention */
         bk_fwd_qkv_site(u, l, ith, nth);
-        bk_fwd_rope_store(u, l, ith, nth);
+        if (qk_norm) {
+#pragma omp barrier
+            bk_fwd_qk_norm_store(u, l, u->kv, st->idxs, st->rope, 1.0f, ith, nth);
+        } else {
+            bk_fwd_rope_store(u, l, ith, nth);
+        }
 #pragma omp barrier
         bk_fwd_attention(u, l, ith, nth);
 #pragma omp barrier
@@ -74,3 +86,7 @@ void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) {
     if (u->embd) bk_fwd_embd_rows(u, ith, nth);
     else if (u->want_logits) bk_fwd_head(u, ith, nth);
 }
+
+void bk_llama_ubatch(const bk_ubatch *u, int ith, int nth) { llama_graph(u, 0, ith, nth); }
+
+void bk_qwen3_ubatch(const bk_ubatch *u, int ith, int nth) { llama_graph(u, 1, ith, nth); }

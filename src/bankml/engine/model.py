@@ -141,8 +141,14 @@ class KVCache:
     def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
         if cache_type not in CACHE_TYPES:
             raise ValueError(f"cache type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}")
+        desc = arch.ARCHITECTURES[model.hparams.arch]
+        kinds = desc.cache_types
+        if cache_type not in kinds:
+            raise ValueError(f"a {cache_type} KV cache for a {model.hparams.arch} model is not reproduced by bankml "
+                             f"yet (only {', '.join(kinds)})")
         self.n_ctx = n_ctx
         self.cache_type = cache_type
+        self._arch, self._rope = desc.name, desc.rope
         self._c = _forward._KVCache(model._fwd, n_ctx, cache_type, swa_full=model.swa_full)
         hp = model.hparams
         t = gguf.GGMLType.F16 if cache_type == "f16" else gguf.GGMLType.Q8_0
@@ -169,6 +175,9 @@ class KVCache:
         [n_keep, n_keep + n_discard) (llama_memory_seq_rm), move the later ones down by n_discard
         (llama_memory_seq_add up to n_past) and re-rotate every cell's K by its shift (the KV update llama.cpp runs
         at the next decode: src/llama-kv-cache.cpp build_graph_shift), F16 or Q8_0 (dequantize, rope, requantize)."""
+        if self._rope != "normal":  # the shift re-rotates K with NORMAL RoPE (bk_rope_shift_*)
+            raise ValueError(f"a context shift of a {self._arch} model ({self._rope} RoPE) is not reproduced by "
+                             "bankml yet")
         n_past = self.n_past
         if n_keep < 0 or n_discard < 0 or n_keep + n_discard > n_past:
             raise ValueError(f"a shift of {n_discard} after {n_keep} kept positions of {n_past}")

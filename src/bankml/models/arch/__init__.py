@@ -10,7 +10,7 @@ A description (`Architecture`, one module per architecture: `llama.py`, `gemma3.
 - named dimensions (expressions over the fields) that tensor shapes are written in;
 - its tensors (`Tensor`): name pattern, role (a key of `bankml.models.capabilities.WEIGHT_TYPES`), shape,
   whether required, the engine slot it fills, and the tensor it falls back to when absent (a tied head);
-- options the compiled graph follows (norm, RoPE type, sliding-window pattern);
+- options the compiled graph follows (norm, RoPE type, sliding-window pattern, the KV cache types reproduced);
 - the graph's own checks (`Check`), which the guard reports as refusals.
 
 Adding an architecture on the Python side is one description module and one entry in `ARCHITECTURES`
@@ -25,7 +25,8 @@ from __future__ import annotations
 from .describe import Architecture, Check, Key, Ratio, Reading, Same, Tensor, TokenCount
 from .gemma3 import GEMMA3
 from .llama import LLAMA
+from .qwen3 import QWEN3
 
-ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (LLAMA, GEMMA3)}
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (LLAMA, GEMMA3, QWEN3)}
 
 __all__ = ["ARCHITECTURES", "Architecture", "Check", "Key", "Ratio", "Reading", "Same", "Tensor", "TokenCount"]

@@ -20,6 +20,7 @@ ROPE_TYPES = frozenset({"normal", "neox"})
 # "none": every layer attends to the whole cache; "standard/6": llama_hparams::set_swa_pattern(6) with
 # LLAMA_SWA_TYPE_STANDARD, layer il sliding when il % 6 < 5 (Gemma 3), the window from the field n_swa
 SWA_PATTERNS = frozenset({"none", "standard/6"})
+CACHE_TYPES = ("f16", "q8_0")         # the KV cache types (--cache-type-k/v) a graph can reproduce
 LAYER_FIELD = "n_layer"               # the field "{i}" in tensor names ranges over: 0 .. n_layer-1
 _PY_TYPES = {"UINT32": int, "INT32": int, "UINT64": int, "FLOAT32": float, "BOOL": bool, "STRING": str}
 
@@ -171,6 +172,7 @@ class Architecture:
     norm: str = "rms"
     rope: str = "normal"
     swa: str = "none"
+    cache_types: tuple[str, ...] = CACHE_TYPES  # the KV cache types reproduced for this architecture
     mirrors: str = ""
     _patterns: tuple = field(init=False, repr=False, compare=False)
 
@@ -179,6 +181,8 @@ class Architecture:
                                    ("swa", self.swa, SWA_PATTERNS)):
             if value not in known:
                 raise ValueError(f"architecture {self.name!r}: {what} {value!r} is not one of {sorted(known)}")
+        if not set(self.cache_types) <= set(CACHE_TYPES):
+            raise ValueError(f"architecture {self.name!r}: cache types {self.cache_types} not all in {CACHE_TYPES}")
         pats = tuple((re.compile(re.escape(t.name).replace(r"\{i\}", r"(\d+)") + r"\Z"), t) for t in self.tensors)
         object.__setattr__(self, "_patterns", pats)
 

@@ -64,5 +64,6 @@ GEMMA3 = Architecture(
     norm="rms",
     rope="neox",
     swa="standard/6",
+    cache_types=("f16",),
     mirrors="src/models/gemma3.cpp, src/llama-model.cpp (get_rope_freq_base), src/llama-hparams.cpp",
 )

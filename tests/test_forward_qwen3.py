@@ -1,0 +1,53 @@
+"""Replay the qwen3 logits oracle (tests/oracle/forward/qwen3.json, recorded by `testing/record_forward.py qwen3`
+from libllama b11192 with llama-server's context: -c 4096, n_ubatch 512, flash attention, F16 cache) on the
+SmolLM2 Q4_1 file re-described as qwen3 (bankml.models.redescribe: the same weights, per-layer attn_q_norm /
+attn_k_norm by a fixed rule; its answers are not sensible text, its logits are the judge). Every recorded row, a
+whole prompt's last-token logits and then each greedy decode step, must have the same float32 bits (hashes of
+the bytes) and the same argmax.
+
+The prompts (1 .. 1300 tokens) cross 64 (the tiled attention), 256 (n_kv padding), 512 (the ubatch) and 1024,
+and decode steps cross 512 and 1024 from below. What they exercise: the qwen3 graph (src/kernels/forward_llama.c
+with the per-head Q/K RMS norm and NEOX RoPE step of forward_common.c). What is refused for qwen3 (not
+recorded): a Q8_0 KV cache, a context shift, serving it (bankml-serve).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bankml.engine import Model
+from bankml.errors import ModelRefused
+from bankml.server.context import ServerContext
+from bankml.server.flags import parse_flags
+from engine_replay import assert_covers, open_recorded, record_sets, replay
+
+pytestmark = [pytest.mark.slow, pytest.mark.oracle]
+
+SETS = record_sets("qwen3")
+
+
+@pytest.fixture(scope="module")
+def qwen3(smollm2_qwen3_path):
+    with open_recorded(smollm2_qwen3_path, SETS[0]) as m:
+        yield m
+
+
+def test_the_record_covers_the_brief():
+    assert_covers(SETS[0]["cases"], 1100)
+
+
+@pytest.mark.parametrize("case", SETS[0]["cases"] if SETS else [], ids=lambda c: c["id"])
+def test_qwen3_rows_identical(qwen3, case):
+    assert replay(qwen3, case) == case["steps"] + 1
+
+
+def test_what_is_not_recorded_is_refused(smollm2_qwen3_path, qwen3):
+    with pytest.raises(ValueError, match="q8_0 KV cache for a qwen3 model is not reproduced"):
+        Model.open(smollm2_qwen3_path, n_ctx=512, cache_type="q8_0")
+    qwen3.cache.clear()
+    qwen3.decode([1, 2, 3, 4], 0)
+    with pytest.raises(ValueError, match="context shift of a qwen3 model"):
+        qwen3.cache.shift(1, 2)
+    with pytest.raises(ModelRefused, match="serving a qwen3 model is not reproduced") as e:
+        ServerContext.load(parse_flags(["-m", str(smollm2_qwen3_path), "-t", "2", "-c", "4096", "-np", "1"]))
+    assert e.value.path == str(smollm2_qwen3_path)
