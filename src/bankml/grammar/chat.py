@@ -394,6 +394,23 @@ def _utf8(s: bytes, i: int):
     return 0, ((b0 & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F), 4
 
 
+def _delimiter_at(s: bytes, pos: int, delims: list[bytes]) -> bool:
+    """common_trie::check_at: a delimiter complete at `pos`, or one begun there when the decodable text ends
+    (the end of the input, or bytes that do not decode) inside it."""
+    matched = b""
+    while pos < len(s):
+        st, _, nb = _utf8(s, pos)
+        if st != 0:
+            break
+        cand = matched + s[pos:pos + nb]
+        if not any(d.startswith(cand) for d in delims):
+            return False
+        matched, pos = cand, pos + nb
+        if cand in delims:
+            return True
+    return bool(matched)
+
+
 class _Parse:
     """Each result is (type, end, nodes); nodes are (tag, start, end, children) tuples."""
 
@@ -569,10 +586,8 @@ class _Parse:
                 pos += nb
                 last = pos
                 continue
-            rest = s[pos:]
-            for d in delims:
-                if rest.startswith(d) or (len(rest) < len(d) and d.startswith(rest)):
-                    return SUCCESS, pos, []
+            if _delimiter_at(s, pos, delims):
+                return SUCCESS, pos, []
             pos += nb
             last = pos
         return NEED_MORE, last, []
