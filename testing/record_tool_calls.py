@@ -4,6 +4,7 @@ tests/test_tool_calls.py). Developer tool: needs the oracle build.
 
     PYTHONPATH=. python testing/record_tool_calls.py [--no-check] [--only NAME ...] [--port-base 8231]
     PYTHONPATH=. python testing/record_tool_calls.py --targets     # tests/oracle/server/tool_call_targets.json
+    PYTHONPATH=. python testing/record_tool_calls.py --calls       # tests/oracle/server/tool_call_answers.json
 
 One session per template: SmolLM2-135M-Instruct Q4_1's own (written `$MODEL`), and the sdist's
 models/templates/*.jinja given with --chat-template-file (`$TEMPLATE:NAME`), every server run as
@@ -13,7 +14,11 @@ one whose two runs differ is reported and left out.
 What is recorded is what bankml reproduces (bankml.chat.tools): on a template without tool-call support every
 tool_choice (auto, none, required, a named function), parallel_tool_calls, streams, logprobs, tool results in
 the history, and the refusals; on a template that supports tool calls, tool_choice "none" (the tools rendered
-into the prompt, the content parser, no grammar). Sampling is greedy except the `seed` requests.
+into the prompt, the content parser, no grammar). With --calls: parsed tool calls on the templates of the
+autoparser's JSON-native format with per-call markers (tool_choice auto / required, few-shot histories SmolLM2
+answers with calls, parallel calls, streamed tool_calls deltas; bankml.grammar.chat_tools); two oracle runs
+differ in the calls' random ids only, which tests/server_replay.normalize blanks. Sampling is greedy except the
+`seed` requests.
 """
 
 from __future__ import annotations
@@ -167,6 +172,77 @@ TARGETS = ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "Qwen-Qwen2.5-
            "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"]
 
 
+def _call(i: int, city: str) -> dict:
+    return {"id": f"c{i}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}
+
+
+# two rounds of two calls in one message: SmolLM2 then answers the third question with two calls
+FEWSHOT_TWO = [user("Weather in Paris and Rome?"),
+               {"role": "assistant", "content": None, "tool_calls": [_call(1, "Paris"), _call(2, "Rome")]},
+               {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+               {"role": "tool", "tool_call_id": "c2", "content": "24 C"},
+               {"role": "assistant", "content": "18 C and 24 C."},
+               user("Weather in Oslo and Lima?"),
+               {"role": "assistant", "content": None, "tool_calls": [_call(3, "Oslo"), _call(4, "Lima")]},
+               {"role": "tool", "tool_call_id": "c3", "content": "5 C"},
+               {"role": "tool", "tool_call_id": "c4", "content": "20 C"},
+               {"role": "assistant", "content": "5 C and 20 C."},
+               user("Weather in Berlin and Madrid?")]
+FEWSHOT_CODE = [user("Print 1 with Python."),
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "python",
+                                                                  "arguments": "{\"code\": \"print(1)\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "1"},
+                {"role": "assistant", "content": "It printed 1."}, user("Print 2 with Python.")]
+
+
+def tool_call_steps() -> list[dict]:
+    """Requests for a template whose tool-call format bankml parses (the autoparser's JSON-native format with
+    per-call markers): tool_choice auto (a lazy grammar) and required, few-shot histories SmolLM2 answers with
+    one call or several, parallel_tool_calls, streams, a call cut by the token limit, logprobs (not streamed),
+    seeded sampling, a named tool_choice (read as auto)."""
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    return [
+        chat(FEWSHOT, TOOLS, 48, tool_choice="auto"),
+        chat(FEWSHOT, TOOLS, 48, tool_choice="required"),
+        chat(FEWSHOT, TOOLS, 48),
+        chat(FEWSHOT, TOOLS, 48, tool_choice="auto", stream=True),
+        chat(FEWSHOT, TOOLS, 48, tool_choice="required", stream=True,
+             stream_options={"include_usage": True}),
+        chat(FEWSHOT, TOOLS, 14, tool_choice="auto"),
+        chat(FEWSHOT, TOOLS, 14, tool_choice="required", stream=True),
+        chat(FEWSHOT, TWO, 48, tool_choice="auto", parallel_tool_calls=True),
+        chat(FEWSHOT, TWO, 48, tool_choice="required", parallel_tool_calls=False),
+        chat(FEWSHOT, THREE, 48, tool_choice=named),
+        chat(FEWSHOT_TWO, TOOLS, 64, tool_choice="auto"),
+        chat(FEWSHOT_TWO, TOOLS, 64, tool_choice="required", parallel_tool_calls=True, stream=True),
+        chat(FEWSHOT_TWO, TWO, 64, tool_choice="auto", parallel_tool_calls=False, stream=True),
+        chat(FEWSHOT_TWO, TWO, 64, tool_choice="auto", parallel_tool_calls=True, logprobs=True, top_logprobs=1),
+        chat(FEWSHOT_TWO, TOOLS, 40, tool_choice="auto", stream=True, stream_options={"include_usage": True}),
+        chat(FEWSHOT_CODE, THREE, 48, tool_choice="auto"),
+        chat(FEWSHOT_CODE, THREE, 48, tool_choice="required", stream=True),
+        chat(ASK, TOOLS, 24, tool_choice="auto"),
+        chat(ASK, TOOLS, 24, tool_choice="required"),
+        chat(ASK, TOOLS, 24, tool_choice="auto", stream=True),
+        chat(FEWSHOT, TOOLS, 48, tool_choice="auto", logprobs=True, top_logprobs=2),
+        chat(FEWSHOT, TOOLS, 48, tool_choice="auto", temperature=0.8, seed=5),
+        chat(FEWSHOT, TOOLS, 48, tool_choice="required", temperature=0.9, seed=11, stream=True),
+    ]
+
+
+# Templates of the autoparser's JSON-native format with per-call markers `<tool_call>\n` ... `</tool_call>`
+TOOL_CALL_FORMAT = ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",
+                    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja",
+                    "ibm-granite-granite-4.0.jinja"]
+
+
+def call_sessions() -> list[dict]:
+    return [{"name": _name(t).replace("tools_", "calls_", 1), "flags": flags("--chat-template-file", "$TEMPLATE:" + t),
+             "note": f"{t} (JSON-native tool calls, per-call markers): tool_choice auto / required",
+             "steps": tool_call_steps()} for t in TOOL_CALL_FORMAT]
+
+
 def record_targets(model: str, ports: Ports) -> None:
     """What bankml does not reproduce yet, kept as the target of the next step: for each template that supports
     tool calls, llama-server's answer (verbose: the grammar, its laziness and triggers, the preserved tokens)
@@ -212,16 +288,17 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--port-base", type=int, default=8231)
     ap.add_argument("--targets", action="store_true")
+    ap.add_argument("--calls", action="store_true", help="the parsed tool-call sessions, into tool_call_answers.json")
     args = ap.parse_args()
     model = str(model_path("smollm2"))
     ports = Ports(args.port_base)
     if args.targets:
         record_targets(model, ports)
         return
-    path = OUT / "tool_calls.json"
+    path = OUT / ("tool_call_answers.json" if args.calls else "tool_calls.json")
     old = {s["name"]: s for s in json.loads(path.read_text())} if path.exists() else {}
     out = []
-    for sess in sessions():
+    for sess in (call_sessions() if args.calls else sessions()):
         if args.only and sess["name"] not in args.only:
             if sess["name"] in old:
                 out.append(old[sess["name"]])

@@ -349,3 +349,142 @@ def analyze_reasoning(tmpl: ParsedTemplate) -> Reasoning:
         r.start, r.end = trim(r.start), trim(r.end)
         r.additional_stops.append("</assistant>")
     return r
+
+
+# -- tool calls (analyze_tools), the JSON-native part ------------------------------------------------------------
+
+_FUN_FIRST = "FFF_FIRST_FUN_F"
+_FUN_SECOND = "SSS_SECOND_FUN_S"
+_ARG_FIRST = "AA_ARG_FST_AA"
+_ARG_SECOND = "BB_ARG_SND_BB"
+_PROBE_PARAMS = {"type": "object", "properties": {
+    _ARG_FIRST: {"type": "string", "description": "First argument"},
+    _ARG_SECOND: {"type": "string", "description": "Second argument"}}, "required": []}
+_PROBE_TOOLS = [{"type": "function", "function": {"name": _FUN_FIRST, "description": "Test function foo",
+                                                  "parameters": _PROBE_PARAMS}},
+                {"type": "function", "function": {"name": _FUN_SECOND, "description": "Test function bar",
+                                                  "parameters": _PROBE_PARAMS}}]
+
+
+def _probe_call(name: str, call_id: str) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": {_ARG_FIRST: "XXXX", _ARG_SECOND: "YYYY"}}}
+
+
+@dataclass
+class ToolFormat:
+    """What the autoparser's tool analysis finds (the fields bankml reads). `mode` is "none", "json_native",
+    "tag_with_json" or "tag_with_tagged"; only json_native is analysed further."""
+    mode: str = "none"
+    section_start: str = ""
+    section_end: str = ""
+    per_call_start: str = ""
+    per_call_end: str = ""
+    name_field: str = ""
+    args_field: str = ""
+    id_field: str = ""
+    gen_id_field: str = ""
+    function_field: str = ""
+    fun_name_is_key: bool = False
+    tools_array_wrapped: bool = False
+    parameter_order: list = field(default_factory=list)
+
+    @property
+    def per_call_json(self) -> bool:
+        """The shape bankml.grammar.chat_tools builds: JSON objects with flat name / arguments keys between
+        per-call markers, no section markers, ids or wrapping array."""
+        return (self.mode == "json_native" and not self.section_start and bool(self.per_call_start)
+                and bool(self.per_call_end) and not self.fun_name_is_key and not self.tools_array_wrapped
+                and not self.function_field and not self.id_field and not self.gen_id_field
+                and self.name_field == "name" and self.args_field == "arguments")
+
+
+def _tools_compare(tmpl: ParsedTemplate, first: list, second: list):
+    user = {"role": "user", "content": _USER_MSG}
+    return _compare(tmpl, dict(messages=[user] + first, add_generation_prompt=False, enable_thinking=True,
+                               tools=_PROBE_TOOLS),
+                    dict(messages=[user] + second, add_generation_prompt=False, enable_thinking=True,
+                         tools=_PROBE_TOOLS))
+
+
+def analyze_tools(tmpl: ParsedTemplate, r: Reasoning, supports_parallel: bool) -> ToolFormat:
+    """analyze_tool_calls for a template that supports tool calls: the render of an assistant message with one
+    call against one with content only; the differing part is the tool section. JSON_NATIVE when the function
+    name shows as a JSON string after "{" or ":"; then its fields, markers and (with parallel calls) whether
+    the markers repeat per call. Other modes are named, not analysed."""
+    f = ToolFormat()
+    plain = {"role": "assistant", "content": _ASSISTANT_MSG}
+    one = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call00001")]}
+    cmp = _tools_compare(tmpl, [plain], [one])
+    if cmp is None or not cmp[0]["right"]:
+        return f
+    hay = cmp[0]["right"]
+
+    def quoted_after_open(needle: str) -> bool:
+        return re.search(rb"[{:]" + _SP + b'"' + re.escape(needle.encode()) + b'"', hay) is not None
+
+    if quoted_after_open(_FUN_FIRST):
+        f.mode = "json_native"
+    else:
+        f.mode = "tag_with_json" if quoted_after_open(_ARG_FIRST) else "tag_with_tagged"
+        return f
+    clean = hay
+    for marker in (r.start, r.end):
+        if marker and marker in clean:
+            i = clean.find(marker)
+            clean = clean[:i] + clean[i + len(marker):]
+    _json_native_fields(f, clean)
+    if supports_parallel:
+        both = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call00001"),
+                                                                   _probe_call(_FUN_SECOND, "call00002")]}
+        cmp2 = _tools_compare(tmpl, [one], [both])
+        if cmp2 is not None and f.section_start and f.section_start.encode() in cmp2[0]["right"]:
+            f.per_call_start, f.per_call_end = f.section_start, f.section_end
+            f.section_start = f.section_end = ""
+    f.section_end = f.section_end.strip(" \t\n\v\f\r")
+    f.per_call_end = f.per_call_end.strip(" \t\n\v\f\r")
+    return f
+
+
+def _json_native_fields(f: ToolFormat, clean: bytes) -> None:
+    """analyze_tool_call_format_json_native: the call's JSON object (first "{" to last "}") and its fields, an
+    array around it, and the markers before and after it."""
+    import json
+    start, end = clean.find(b"{"), clean.rfind(b"}")
+    cut = clean[start:end + 1]
+    call = json.loads(cut)
+
+    def register(prefix: str, key: str, value) -> None:
+        full = prefix + "." + key if prefix else key
+        if isinstance(value, str) and "call0000" in value:
+            f.id_field = full
+        elif isinstance(value, str) and value == _FUN_FIRST:
+            f.name_field = full
+        elif _ARG_FIRST in json.dumps(value):
+            f.args_field = full
+        elif "id" in key:
+            f.gen_id_field = full
+
+    for key, value in call.items():
+        if key == _FUN_FIRST:
+            f.fun_name_is_key = True
+            f.name_field = f.args_field = ""
+            continue
+        if isinstance(value, dict) and _ARG_FIRST not in json.dumps(value):
+            f.function_field = key
+            for k2, v2 in value.items():
+                register(key, k2, v2)
+        register("", key, value)
+    m = re.search(rb"(\[" + _SP + rb")" + re.escape(cut) + rb"(" + _SP + rb"\])", clean)
+    if m:
+        f.tools_array_wrapped = True
+        start -= len(m.group(1))
+        end += len(m.group(2))
+    end += 1
+    located = sorted((clean.find(k.encode()), k) for k in (f.name_field, f.args_field, f.id_field,
+                                                             f.gen_id_field) if k)
+    f.parameter_order = [k for _, k in located]
+    f.section_start = clean[:start].lstrip(b" \t\n\v\f\r").decode("utf-8", "surrogateescape")
+    f.section_end = clean[end:].strip(b" \t\n\v\f\r").decode("utf-8", "surrogateescape")
+    if f.tools_array_wrapped and f.section_end == "]":
+        f.section_end = ""

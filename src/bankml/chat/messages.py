@@ -168,6 +168,9 @@ class ChatParams:
     thinking_end_tags: list[str] = field(default_factory=list)
     # (role, text) pairs marking message starts in the prompt; the server places context checkpoints with them
     message_delimiters: list[tuple[str, str]] = field(default_factory=list)
+    # the autoparser's tool-call format (bankml.chat.analysis.ToolFormat) on the generic path, for a request
+    # with tools on a template that supports tool calls; None otherwise
+    tool_format: object = None
 
     @property
     def prompt_bytes(self) -> bytes:

@@ -31,7 +31,7 @@ import time as _time
 from ..cxx import nljson
 from ..grammar import chat as grammar_chat
 from ..jinja import JinjaError, TemplateCrash, TemplateNotImplemented
-from .analysis import Reasoning, analyze_reasoning, common_prefix, trim
+from .analysis import Reasoning, ToolFormat, analyze_reasoning, analyze_tools, common_prefix, trim
 from .errors import TemplateApplyError, TemplateError, TemplateLoadError, TemplateNotReproduced
 from .gguf import model_chat_template, vocab_facts
 from .handlers import FORMATS, SCHEMA_GRAMMAR_HANDLERS, apply_handler, gemma4_tool_responses, specialized_handler
@@ -84,6 +84,7 @@ class ChatTemplates:
         self.has_explicit_template = has_explicit_template
         self.override: bytes | None = None                 # the --chat-template(-file) text, if any
         self._reasoning: dict[int, Reasoning] = {}
+        self._tool_formats: dict[int, ToolFormat] = {}
 
     # -- construction (common_chat_templates_init)
     @classmethod
@@ -280,6 +281,8 @@ class ChatTemplates:
             if handler is None:
                 prompt, gp = self._generic(tmpl, render, gen_prompt, has_continuation, want_content, rc, content,
                                            params)
+                if tools_json is not None and caps.supports_tool_calls:
+                    params.tool_format = self.tool_format(tmpl)
             else:
                 prompt, gp = apply_handler(handler, tmpl, messages, render, gen_prompt, add_gen, has_continuation,
                                           want_content, rc, content, json_schema, params)
@@ -332,6 +335,14 @@ class ChatTemplates:
                 gp += content
             prompt += gp
         return prompt, gp
+
+    def tool_format(self, tmpl: ParsedTemplate) -> ToolFormat:
+        """The autoparser's tool-call format for a template that supports tool calls (computed once)."""
+        key = id(tmpl)
+        if key not in self._tool_formats:
+            self._tool_formats[key] = analyze_tools(tmpl, self.reasoning(tmpl),
+                                                    tmpl.caps.supports_parallel_tool_calls)
+        return self._tool_formats[key]
 
     # -- the architecture's short form
     def render(self, messages: list, add_generation_prompt: bool = True) -> str:

@@ -2,9 +2,10 @@
 and the refusal of the others.
 
 Owns the decision the chat family makes once the template step has run (bankml.chat.request): a request with
-`tools` is served when llama-server's answer to it is the template's plain content answer, and refused (501,
-naming the template's format) where llama-server would build a tool-call grammar (lazy or not, with its
-triggers) and parse `tool_calls` out of the output, which bankml does not reproduce yet.
+`tools` is served when llama-server's answer to it is the template's plain content answer, or when its
+tool-call format is the autoparser's JSON-native format with per-call markers (bankml.grammar.chat_tools builds
+that grammar and parser; Hermes 2 Pro, Hermes 3, Qwen 2.5), and refused (501, naming the template's format)
+where llama-server would build another tool-call grammar and parser, which bankml does not reproduce yet.
 Must not know: HTTP, tokens, sampling, how the template renders the tools into the prompt (bankml.chat.template
 does, for every request).
 
@@ -22,7 +23,8 @@ common_chat_templates_apply_jinja, then the differential autoparser):
   string, so an object falls back to "auto" (bankml.chat.request does the same).
 - `parallel_tool_calls` only reaches the template (and the tool grammar, which these requests do not have).
 
-Everything else (a template that supports tool calls, with tool_choice "auto" or "required"; any specialized
+Everything else (a template that supports tool calls in another format, with tool_choice "auto" or
+"required"; any specialized
 handler: gpt-oss, Functionary v3.2, Qwen3-Coder, ...; and any template that thinks, whose reasoning / wrapped
 content parse with tools did not replay: SmolLM3, DeepSeek R1, Granite 3.3, Command R7B, where llama-server
 answers a 500 "does not match the expected peg-native format") is refused by `refusal()`.
@@ -43,9 +45,23 @@ def served_without_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[
     return inputs.tool_choice == "none" or not caps.get("supports_tool_calls", False)
 
 
-def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> str | None:
-    """The 501 message for a request with tools bankml does not reproduce, or None when it is served."""
+def served_with_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> bool:
+    """True when llama-server builds a tool-call grammar and parser bankml reproduces: the generic path, a
+    template that does not think, and the autoparser's JSON-native format with per-call markers
+    (bankml.grammar.chat_tools), tool_choice auto or required."""
+    fmt = chat.tool_format
+    return (bool(inputs.tools) and inputs.tool_choice in ("auto", "required") and chat.handler == "generic"
+            and not chat.supports_thinking and caps.get("supports_tool_calls", False)
+            and fmt is not None and fmt.per_call_json)
+
+
+def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_tools: bool = True) -> str | None:
+    """The 501 message for a request with tools bankml does not reproduce, or None when it is served.
+    `parse_tools`: whether the caller answers parsed tool calls (the OpenAI chat family does; the families that
+    reuse its request step refuse them)."""
     if served_without_tool_parser(chat, inputs, caps):
+        return None
+    if parse_tools and served_with_tool_parser(chat, inputs, caps):
         return None
     if chat.handler != "generic":
         where = f"the {chat.handler} chat format"
@@ -56,4 +72,4 @@ def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> str 
     return (f"tool calls (tool_choice {inputs.tool_choice}) in {where} are not reproduced by bankml yet")
 
 
-__all__ = ["refusal", "served_without_tool_parser"]
+__all__ = ["refusal", "served_with_tool_parser", "served_without_tool_parser"]

@@ -39,6 +39,7 @@ CHAT_PARSER_ERROR = "Unable to generate parser for this template. Automatic pars
 @dataclass(eq=False)
 class Peg:
     kind: str                    # eps literal seq choice rep chars string space end not rule ref tag schema
+    #                              until atomic
     text: str = ""               # literal text; chars pattern; rule / ref / tag / schema name
     children: list = field(default_factory=list)
     lo: int = 0                  # repetition / chars counts (-1: unbounded)
@@ -46,6 +47,9 @@ class Peg:
     ranges: tuple = ()           # chars: ((lo, hi), ...)
     negated: bool = False
     node: object = None          # schema: the schema document node
+    delims: tuple = ()           # until: the delimiters
+    trigger: bool = False        # rule: a trigger rule (a lazy grammar's root is the choice of them)
+    uid: int = 0                 # until: the number in its GBNF rules' names
 
 
 class Arena:
@@ -54,6 +58,7 @@ class Arena:
     def __init__(self):
         self.rules: dict[str, Peg] = {}
         self.root: Peg | None = None
+        self.n_until = 0
 
     # builders (common_peg_parser_builder)
     @staticmethod
@@ -83,11 +88,26 @@ class Arena:
     def chars(pattern: str, ranges, lo: int = 1, hi: int = -1, negated: bool = False) -> Peg:
         return Peg("chars", pattern, lo=lo, hi=hi, ranges=tuple(ranges), negated=negated)
 
-    def rule(self, name: str, build) -> Peg:
+    def rule(self, name: str, build, trigger: bool = False) -> Peg:
+        name = js._INVALID_RULE_CHARS.sub("-", name)     # rule_name
         if name not in self.rules:
-            self.rules[name] = Peg("rule", name, children=[Peg("eps")])  # placeholder for recursion
-            self.rules[name] = Peg("rule", name, children=[build()])
+            self.rules[name] = Peg("rule", name, children=[Peg("eps")], trigger=trigger)  # for recursion
+            self.rules[name] = Peg("rule", name, children=[build()], trigger=trigger)
         return Peg("ref", name)
+
+    def until(self, *delims: str) -> Peg:
+        """Everything up to the first of `delims` (or the end); printed as the automaton that excludes them."""
+        self.n_until += 1
+        return Peg("until", delims=tuple(delims), uid=self.n_until)
+
+    @staticmethod
+    def atomic(p: Peg) -> Peg:
+        """`p`, whose AST nodes are dropped while it is incomplete (NEED_MORE)."""
+        return Peg("atomic", children=[p])
+
+    @staticmethod
+    def tag(name: str, p: Peg) -> Peg:
+        return Peg("tag", name, children=[p])
 
     # JSON value parsers
     def json_number(self) -> Peg:
@@ -158,7 +178,7 @@ def response_format_arena(schema_node: js.Node, generation_prompt: str, reasonin
 
 def _effective(a: Arena, p: Peg) -> Peg:
     while True:
-        if p.kind == "tag":
+        if p.kind in ("tag", "atomic"):
             p = p.children[0]
         elif p.kind == "schema" and p.node is None:
             p = p.children[0]
@@ -219,12 +239,14 @@ def _to_gbnf(a: Arena, p: Peg, builder: js.GrammarBuilder) -> str:
         return builder.add_schema(p.text, p.node)
     if k in ("rule", "ref"):
         return p.text
-    if k == "tag":
+    if k in ("tag", "atomic"):
         return _to_gbnf(a, p.children[0], builder)
+    if k == "until":
+        return _excluding(builder, f"until-{p.uid}", p.delims) if p.delims else ".*"
     raise ValueError(f"no GBNF for parser {k}")
 
 
-def _reachable(a: Arena) -> list[str]:
+def _reachable(a: Arena, roots: list | None = None) -> list[str]:
     seen: set[str] = set()
     order: list[str] = []
 
@@ -240,16 +262,100 @@ def _reachable(a: Arena) -> list[str]:
         for c in p.children:
             visit(c)
 
-    visit(a.root)
+    for r in roots or [a.root]:
+        visit(r)
     return order
 
 
-def arena_grammar(a: Arena) -> str:
-    """build_grammar(... arena.build_grammar(builder, lazy=false)): every reachable rule, then root."""
+def _class_char(c: int) -> str:
+    """gbnf_escape_char_class"""
+    ch = chr(c)
+    if ch in "-][\\":
+        return "\\" + ch
+    if ch in "\n\t\r":
+        return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch]
+    if 0x20 <= c <= 0x7E:
+        return ch
+    if c <= 0xFF:
+        return f"\\x{c:02X}"
+    if c <= 0xFFFF:
+        return f"\\u{c:04X}"
+    return f"\\U{c:08X}"
+
+
+def _class(chars, negate: bool) -> str:
+    return ("[^" if negate else "[") + "".join(_class_char(c) for c in chars) + "]"
+
+
+def _excluding(builder, prefix: str, delims) -> str:
+    """gbnf_excluding_grammar: the rules of the Aho-Corasick automaton over `delims` (states numbered in
+    trie insertion order, every state accepting, no transition into a complete match), named prefix,
+    prefix-01, prefix-02, ...; returns the start state's name."""
+    children: list[dict[int, int]] = [{}]
+    terminal = [False]
+    for d in delims:
+        u = 0
+        for c in (ord(x) for x in d):
+            if c not in children[u]:
+                children.append({})
+                terminal.append(False)
+                children[u][c] = len(children) - 1
+            u = children[u][c]
+        terminal[u] = True
+    fail = [0] * len(children)
+    order = [0]
+    for u in order:                          # breadth first
+        for c, v in sorted(children[u].items()):
+            if u:
+                f = fail[u]
+                while f and c not in children[f]:
+                    f = fail[f]
+                w = children[f].get(c, 0)
+                fail[v] = w if w != v else 0
+            order.append(v)
+    done = list(terminal)                    # a state whose fail chain holds a complete match
+    for u in order:
+        done[u] = terminal[u] or (u != 0 and done[fail[u]])
+    alphabet = sorted({c for ch in children for c in ch})
+
+    def step(q: int, c: int) -> int:
+        while q and c not in children[q]:
+            q = fail[q]
+        return children[q].get(c, 0)
+
+    def name(q: int) -> str:
+        return prefix if q == 0 else f"{prefix}-{q:02d}"
+
+    for q in range(len(children)):
+        if done[q]:
+            continue
+        buckets: dict[int, list[int]] = {}
+        specific = []
+        for c in alphabet:
+            d = step(q, c)
+            if done[d]:
+                specific.append(c)
+            elif d:
+                buckets.setdefault(d, []).append(c)
+                specific.append(c)
+        rhs = "|"
+        for d in sorted(buckets):
+            rhs += " " + _class(buckets[d], False) + " " + name(d) + " |"
+        builder.add_rule(name(q), rhs + " " + _class(specific, True) + " " + name(0))
+    if done[0]:
+        builder.add_rule(prefix, "|")
+    return name(0)
+
+
+def arena_grammar(a: Arena, lazy: bool = False) -> str:
+    """build_grammar(... arena.build_grammar(builder, lazy)): every rule reachable from the root (lazy: from
+    the trigger rules), then root (lazy: the trigger rules' names, sorted, as alternatives)."""
     def fn(builder: js.GrammarBuilder) -> None:
-        for name in _reachable(a):
+        triggers = sorted(n for n, r in a.rules.items() if r.trigger) if lazy else []
+        names = _reachable(a, [Peg("ref", n) for n in triggers] if lazy else [a.root])
+        for name in names:
             builder.add_rule(name, _to_gbnf(a, a.rules[name].children[0], builder))
-        builder.add_rule("root", _to_gbnf(a, a.root, builder))
+        builder.add_rule("root", " | ".join(triggers) if lazy else _to_gbnf(a, a.root, builder))
     return js.build_grammar(fn)
 
 
@@ -286,6 +392,23 @@ def _utf8(s: bytes, i: int):
     if width == 3:
         return 0, ((b0 & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F), 3
     return 0, ((b0 & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F), 4
+
+
+def _delimiter_at(s: bytes, pos: int, delims: list[bytes]) -> bool:
+    """common_trie::check_at: a delimiter complete at `pos`, or one begun there when the decodable text ends
+    (the end of the input, or bytes that do not decode) inside it."""
+    matched = b""
+    while pos < len(s):
+        st, _, nb = _utf8(s, pos)
+        if st != 0:
+            break
+        cand = matched + s[pos:pos + nb]
+        if not any(d.startswith(cand) for d in delims):
+            return False
+        matched, pos = cand, pos + nb
+        if cand in delims:
+            return True
+    return bool(matched)
 
 
 class _Parse:
@@ -444,6 +567,30 @@ class _Parse:
 
     def p_schema(self, p, pos):
         return self.run(p.children[0], pos)
+
+    def p_atomic(self, p, pos):
+        t, end, n = self.run(p.children[0], pos)
+        return t, end, ([] if t == NEED_MORE else n)
+
+    def p_until(self, p, pos):
+        """Lenient: up to a delimiter, or to one begun at the end of the input (success there); the end of the
+        input, or a multi-byte sequence cut there, is NEED_MORE; bytes that do not decode are skipped."""
+        s = self.s
+        delims = [d.encode("utf-8", "surrogateescape") for d in p.delims]
+        last = pos
+        while pos < len(s):
+            st, _, nb = _utf8(s, pos)
+            if st == 1:
+                return NEED_MORE, last, []
+            if st == 2:
+                pos += nb
+                last = pos
+                continue
+            if _delimiter_at(s, pos, delims):
+                return SUCCESS, pos, []
+            pos += nb
+            last = pos
+        return NEED_MORE, last, []
 
 
 def _content(nodes, s: bytes) -> bytes:

@@ -16,14 +16,18 @@ from .oai_completions import merge_choices
 
 
 class ChatState:
-    """task_result_state for a content-only chat answer: the text sent so far and the message parsed from it.
-    `fmt` (a bankml.grammar ChatResponseFormat) extracts the content of a JSON-schema answer."""
+    """task_result_state for a chat answer: the text sent so far and the message parsed from it. `fmt` (a
+    bankml.grammar ChatResponseFormat) extracts the content of a JSON-schema answer; `tools` (a
+    bankml.grammar.chat_tools ChatToolCalls) parses content and tool calls."""
 
-    def __init__(self, fmt=None, prefix: str = ""):
+    def __init__(self, fmt=None, prefix: str = "", tools=None):
         self.fmt = fmt
         self.prefix = prefix          # an assistant prefill: the parser reads it before the generated text
+        self.tools = tools
         self.generated = b""
         self.content = ""
+        self.msg = None               # with tools: the last non-empty parsed message (a ToolMessage)
+        self.ids: list[str] = []      # the tool calls' ids, by index (gen_tool_call_id, kept across parses)
 
     def parse(self, generated: bytes, partial: bool) -> str:
         # the parser does not take a multi-byte sequence cut off at the end (a limit stop can leave one)
@@ -42,6 +46,40 @@ class ChatState:
             return self.content
         return text(generated)
 
+    def _tool_msg(self, generated: bytes, partial: bool):
+        generated = generated[:validate_utf8(generated)]
+        msg = self.tools.parse(generated, partial)
+        if msg is None or msg.empty():
+            return None
+        for i, call in enumerate(msg.tool_calls):   # set_tool_call_ids
+            if i >= len(self.ids):
+                self.ids.append(tool_call_id())
+            call.id = self.ids[i]
+        return msg
+
+    def final_message(self, generated: bytes):
+        """The final message (update_chat_msg, not partial): a ToolMessage, or None where nothing parsed."""
+        msg = self._tool_msg(generated, False)
+        if msg is not None:
+            self.msg = msg
+        return self.msg
+
+    def deltas(self, added: bytes) -> list[dict]:
+        """The chunks' deltas for `added` text (common_chat_msg_diff::compute_diffs, one delta a diff)."""
+        if self.tools is None:
+            d = self.diff(added)
+            return [] if d is None else [{"content": d}]
+        self.generated += added
+        try:
+            new = self._tool_msg(self.generated, True)
+        except Exception:
+            return []
+        if new is None:
+            return []
+        old = self.msg if self.msg is not None else type(new)()
+        self.msg = new
+        return tool_diffs(old, new)
+
     def diff(self, added: bytes) -> str | None:
         """The content delta of `added` text (None: the parsed message did not change)."""
         self.generated += added
@@ -54,15 +92,83 @@ class ChatState:
         return new[len(old):] if new.startswith(old) else new
 
 
+def tool_call_id() -> str:
+    """gen_tool_call_id: 32 random letters and digits (no seed reaches it)."""
+    import secrets
+    import string
+    abc = string.digits + string.ascii_uppercase + string.ascii_lowercase
+    return "".join(secrets.choice(abc) for _ in range(32))
+
+
+def tool_diffs(old, new) -> list[dict]:
+    """compute_diffs between two parsed messages, each diff as its delta (server_chat_msg_diff_to_json_oaicompat):
+    the content's, then the last known call's (its arguments' growth), then each new call whole."""
+    from ....errors import SchemaError
+    from ....grammar.chat import content_delta
+    out = []
+    if old.content != new.content:
+        d = content_delta(old.content, new.content)
+        out.append({"content": d} if d else {})
+    if len(new.tool_calls) < len(old.tool_calls):
+        raise SchemaError("Invalid diff: now finding less tool calls!")
+
+    def call_delta(i, cid, name, args) -> dict:
+        tc = {"index": i}
+        if cid:
+            tc["id"] = cid
+            tc["type"] = "function"
+        if name or args:
+            fn = {}
+            if name:
+                fn["name"] = name
+            if args:
+                fn["arguments"] = args
+            tc["function"] = fn
+        return {"tool_calls": [tc]}
+
+    if old.tool_calls:
+        i = len(old.tool_calls) - 1
+        p, n = old.tool_calls[i], new.tool_calls[i]
+        if p.name != n.name and p.name and n.name and not n.name.startswith(p.name):
+            raise SchemaError("Invalid diff: tool call mismatch!")
+        args = content_delta(p.arguments, n.arguments)
+        if args or p.id != n.id or p.name != n.name:
+            changed = p.id != n.id or p.name != n.name
+            out.append(call_delta(i, n.id if changed else "", n.name if changed else "", args))
+    for i in range(len(old.tool_calls), len(new.tool_calls)):
+        c = new.tool_calls[i]
+        out.append(call_delta(i, c.id, c.name, c.arguments))
+    return out
+
+
+def _message_json(msg) -> dict:
+    """common_chat_msg::to_json_oaicompat for a parsed message with tool calls."""
+    out = {"role": "assistant", "content": msg.content}
+    if msg.tool_calls:
+        out["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments},
+                              **({"id": c.id} if c.id else {})} for c in msg.tool_calls]
+    return out
+
+
+def _finish(res: Final, state) -> str:
+    reason = finish_reason(res.stop)
+    if reason == "stop" and state.tools is not None and state.msg is not None and state.msg.tool_calls:
+        return "tool_calls"
+    return reason
+
+
 def _chunk(choices, model, cmpl_id, t) -> dict:
     return {"choices": choices, "created": t, "id": cmpl_id, "model": model, "system_fingerprint": BUILD_INFO,
             "object": "chat.completion.chunk"}
 
 
 def chat_final(res: Final, params, model: str, cmpl_id: str, state: ChatState, index: int = 0) -> dict:
-    content = state.parse(res.content, False)
-    choice = {"finish_reason": finish_reason(res.stop), "index": index,
-              "message": {"role": "assistant", "content": content}}
+    if state.tools is not None:
+        msg = state.final_message(res.content)
+        message = _message_json(msg) if msg is not None else {"role": "assistant", "content": text(res.content)}
+    else:
+        message = {"role": "assistant", "content": state.parse(res.content, False)}
+    choice = {"finish_reason": _finish(res, state), "index": index, "message": message}
     if not params.stream and res.probs:
         choice["logprobs"] = {"content": probs_to_json(res.probs, params.post_sampling_probs)}
     body = {"choices": [choice], "created": int(time.time()), "model": model, "system_fingerprint": BUILD_INFO,
@@ -84,10 +190,8 @@ def chat_partial(ev, params, model: str, cmpl_id: str, state: ChatState, index: 
         chunks.append(_chunk([{"finish_reason": None, "index": index,
                                "delta": {"role": "assistant", "content": None}}], model, cmpl_id, t))
     if not progress:
-        d = state.diff(ev.text)
-        if d is not None:
-            chunks.append(_chunk([{"finish_reason": None, "index": index, "delta": {"content": d}}],
-                                 model, cmpl_id, t))
+        for d in state.deltas(ev.text):
+            chunks.append(_chunk([{"finish_reason": None, "index": index, "delta": d}], model, cmpl_id, t))
     if chunks:
         last = chunks[-1]
         if not progress:
@@ -104,7 +208,12 @@ def chat_partial(ev, params, model: str, cmpl_id: str, state: ChatState, index: 
 
 def chat_stream_final(res: Final, params, model: str, cmpl_id: str, state: ChatState, index: int = 0) -> list:
     t = int(time.time())
-    chunks = [_chunk([{"finish_reason": finish_reason(res.stop), "index": index, "delta": {}}], model, cmpl_id, t)]
+    if state.tools is not None:   # the final update parses the same text, not partial: no new diffs
+        try:
+            state.final_message(state.generated)
+        except Exception:
+            pass
+    chunks = [_chunk([{"finish_reason": _finish(res, state), "index": index, "delta": {}}], model, cmpl_id, t)]
     if params.include_usage:
         c = _chunk([], model, cmpl_id, t)
         c["usage"] = usage(res)
@@ -136,11 +245,15 @@ class OAIChat(Family):
         except ChatRequestError as e:
             raise Refusal(e.status, e.message, e.error_type) from None
         data = dict(req.llama_params)
-        if req.has_tools:   # served where llama-server answers without a tool-call grammar / parser
-            from ....chat.tools import refusal
-            why = refusal(req.chat, req.inputs, ctx.templates.caps())
+        tools = None
+        if req.has_tools:   # served without a tool-call grammar / parser, or with one bankml reproduces
+            from ....chat.tools import refusal, served_with_tool_parser
+            caps = ctx.templates.caps()
+            why = refusal(req.chat, req.inputs, caps, parse_tools=self.name == "oai_chat")
             if why:
                 raise _not_yet(why)
+            if self.name == "oai_chat" and served_with_tool_parser(req.chat, req.inputs, caps):
+                tools = self._tool_calls(req, data)
         if req.chat.format not in ("content-only", "peg-native"):
             raise _not_yet(f"chat format {req.chat.format} is not reproduced by bankml yet")
         gp, base = req.chat.generation_prompt, ctx.base_generation_prompt()
@@ -156,9 +269,34 @@ class OAIChat(Family):
             except greq.ConstrainedRequestError as e:
                 raise Refusal(e.status, e.message) from None
             data.update(greq.chat_llama_params(body, fmt))
+        if tools is not None:
+            if prefix:
+                raise _not_yet("tool calls after an assistant prefill are not reproduced by bankml yet")
+            fmt = tools
         return FamilyRequest(data, fmt, prefix)
 
+    @staticmethod
+    def _tool_calls(req, data: dict):
+        """The tool-call grammar (lazy under "auto", with its word trigger) into the request's parameters, and
+        the parser of the answer (bankml.grammar.chat_tools)."""
+        from ....errors import SchemaError
+        from ....grammar import chat_tools
+        from ....grammar.request import TOOL_CALLS
+        try:
+            tc = chat_tools.tool_calls(req.inputs.tools, req.chat.tool_format, req.chat.generation_prompt,
+                                       req.inputs.tool_choice, req.inputs.parallel_tool_calls)
+        except SchemaError as e:
+            raise Refusal(400, e.message) from None
+        data["grammar"] = tc.grammar
+        data["grammar_type"] = TOOL_CALLS
+        data["grammar_lazy"] = tc.lazy
+        data["grammar_triggers"] = tc.triggers
+        return tc
+
     def state(self, prep):
+        from ....grammar.chat_tools import ChatToolCalls
+        if isinstance(prep.fmt, ChatToolCalls):
+            return ChatState(None, prep.prefix, prep.fmt)
         return ChatState(prep.fmt, prep.prefix)
 
     def final(self, reply, i, ev):
