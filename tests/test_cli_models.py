@@ -39,7 +39,7 @@ def shelf(dirs):
     tiny(models / "unpinned.gguf", n_layer=1)
     copy = models / "renamed.gguf"
     copy.write_bytes((models / "pinned-Q8_0.gguf").read_bytes())
-    tiny(models / "refused.gguf", kvs={"general.architecture": (ValueType.STRING, "qwen3")})
+    tiny(models / "refused.gguf", kvs={"general.architecture": (ValueType.STRING, "phi3")})
     grown = tiny(models / "grown.gguf")
     verify.pin(grown, PROV)
     with open(grown, "ab") as f:
@@ -62,7 +62,7 @@ def test_list_table(capsys, shelf, monkeypatch):
     assert rows["unpinned"].split()[3:] == ["F32", "no", "playable"]       # no file_type: its matrices' type
     assert rows["renamed"].split()[3:] == ["Q8_0", "by-content?", "playable"]
     assert rows["grown"].split()[3:5] == ["F32", "mismatch"]
-    assert "architecture 'qwen3' is not supported yet" in rows["refused"]
+    assert "architecture 'phi3' is not supported yet" in rows["refused"]
     size = cli.human_size((shelf[0] / "unpinned.gguf").stat().st_size)
     assert rows["unpinned"].split()[1:3] == size.split() and size.endswith(" KB")
     assert run(capsys, "ls")[1] == out
