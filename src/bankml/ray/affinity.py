@@ -6,10 +6,12 @@ block hashes, and the model the request names.
 
 No Ray, no model, no tokenizer: the blocks are cut from the request as sent, before any template runs.
 - chat requests (OpenAI's /v1/chat/completions, Anthropic's /v1/messages, Ollama's /api/chat, the Responses API's
-  /v1/responses): one block a message (its role, content, tool calls: the whole message's canonical JSON), after a
+  /v1/responses): each message in blocks: its other fields (role, name, tool calls) with the first BLOCK
+  characters of its content, then the content's next pieces of BLOCK characters (the last one shorter), after a
   first block of what precedes the messages (Anthropic's `system`, the Responses API's `instructions`, Ollama's
   `system` / `template` / `raw` are not in messages, so they open the chain); turn 2 of a conversation repeats
-  turn 1's messages, so it shares turn 1's chain and goes where turn 1 went.
+  turn 1's messages, so it shares turn 1's chain and goes where turn 1 went, and two long messages that begin
+  alike (a document, then another question) share their leading pieces.
 - text requests (/completion, /completions, /v1/completions, Ollama's /api/generate): the prompt string cut in
   blocks of BLOCK characters (whole blocks only; a token-id prompt in blocks of BLOCK // 4 ids), after a first
   block of Ollama's `system`; a continuation that repeats the earlier prompt shares its blocks.
@@ -24,7 +26,7 @@ import json
 from dataclasses import dataclass
 
 BLOCK = 64             # characters of a text prompt per block
-MAX_BLOCKS = 256
+MAX_BLOCKS = 1024
 
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions", "/v1/messages", "/api/chat", "/v1/responses",
                         "/responses"})
@@ -51,6 +53,25 @@ def _chain(parts) -> tuple[str, ...]:
         h.update(part)
         out.append(h.copy().hexdigest())
     return tuple(out)
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` in pieces of BLOCK characters, the last one shorter (nothing for "")."""
+    return [text[i:i + BLOCK] for i in range(0, len(text), BLOCK)]
+
+
+def _message_blocks(message) -> list[bytes]:
+    """One message's blocks: its fields but the content (role, name, tool calls ...) with the content's first
+    piece, then the content's other pieces; the cuts depend only on the message itself, so a conversation that
+    repeats a message repeats its blocks, and two long contents that begin alike share their leading pieces."""
+    if not isinstance(message, dict):
+        return [_canon(message)]
+    content = message.get("content")
+    text = content if isinstance(content, str) else ("" if content is None else _canon(content).decode())
+    pieces = _pieces(text) or [""]
+    head = {k: v for k, v in message.items() if k != "content"}
+    return [_canon(head) + b"\0" + pieces[0].encode("utf-8", "surrogatepass")] + \
+        [p.encode("utf-8", "surrogatepass") for p in pieces[1:]]
 
 
 def _text_blocks(prompt) -> list[bytes]:
@@ -84,7 +105,8 @@ def of(method: str, path: str, body: bytes) -> Key | None:
             messages = [messages]
         if not isinstance(messages, list) or not messages:
             return None
-        parts += [_canon(m) for m in messages]
+        for m in messages:
+            parts += _message_blocks(m)
     else:
         blocks = _text_blocks(req.get("prompt"))
         if not blocks:

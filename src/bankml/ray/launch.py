@@ -15,7 +15,7 @@ import sys
 import threading
 
 #: what only the front (Ray's proxy) takes; each replica gets the rest of the command line
-FRONT_FLAGS = {"--ray": False, "--replicas": True, "--replica-cpus": True, "--host": True, "--port": True, "--ollama": False}
+FRONT_FLAGS = {"--ray": False, "--replicas": True, "--replica-cpus": True, "--host": True, "--port": True}
 
 
 def replica_argv(argv: list[str]) -> list[str]:
@@ -36,6 +36,10 @@ def main(cfg, argv: list[str]) -> int:
         from ray import serve
     except ImportError:
         print("bankml-serve: --ray needs Ray Serve: pip install 'bankml[ray]'", file=sys.stderr)
+        return 2
+    if cfg.ollama or len(cfg.hostnames) != 1 or cfg.hostname.endswith(".sock"):
+        print("bankml-serve: with --ray, Ray's proxy listens on one TCP address (one --host, no .sock path, no "
+              "--ollama)", file=sys.stderr)
         return 2
     from . import serving
     inner = replica_argv(argv)

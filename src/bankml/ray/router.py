@@ -51,6 +51,13 @@ class _Held:
 
 class PrefixAffinityRouter(RequestRouter):
 
+    def __init__(self, *args, **kwargs):
+        # the state exists before Ray's base class may call update_replicas; initialize_state sets its limit
+        self._max_blocks = 65536
+        self._held: dict[ReplicaID, _Held] = {}
+        self.decisions = {"prefix": 0, "new": 0}
+        super().__init__(*args, **kwargs)
+
     def initialize_state(self, max_blocks: int = 65536, **kwargs):
         self._max_blocks = int(max_blocks)
         self._held: dict[ReplicaID, _Held] = {}
