@@ -12,8 +12,9 @@ its engine, slots, host prompt cache, residency and keep-alive), behind one ingr
   Ray's proxy does not pass the body to a request router (the replica pulls it after routing), which is why the
   key is computed one hop in, where the body is known.
 - `Replica`: the bankml-serve app, entered (its lifespan: the model loaded and verified, the worker started) in
-  `reconfigure` from the deployment's user_config {"argv": [...], "epoch": n} (a new argv or epoch rebuilds the
-  engine in place, without a new process); `serve_http` runs one request through the app;
+  `reconfigure` from the deployment's user_config {"argv": [...], "epoch": n} (through a Serve config, serve
+  deploy or a RayService, a new argv or epoch is a lightweight update: the engine is rebuilt in place, in the same
+  process; `serve.run` from Python replaces the replicas instead); `serve_http` runs one request through the app;
   `check_health` is the app's GET /health (Ray's health check: a replica whose /health is not 200 is replaced);
   `record_routing_stats` tells the router which models the replica holds and its engine epoch.
 - A replica that dies while it answers: the client gets a clear error (503 with llama-server's error body when
