@@ -15,6 +15,7 @@ through Ray's HTTP proxy.
   answers identical to one bankml-serve's that gets the same turns on a cold cache, and the turn after is a
   follow-up again.
 - A replica killed while it streams: the client gets llama-server's stream error event, not a bare 500.
+- A client that leaves a stream: its replica's slot stops generating.
 
 Ray's proxy (uvicorn) sends its own `server: uvicorn` and `x-request-id` headers besides bankml's; the compared
 headers are bankml's (the last `server` header is bankml's `llama.cpp`).
@@ -245,3 +246,29 @@ def test_replica_killed_while_streaming(cluster, smollm2_path):
     # the next request goes to the replica left
     status, _, body = sr.send(port, {**follow, "body": {**follow["body"], "stream": False, "max_tokens": 4}})
     assert status == 200 and json.loads(body)["choices"][0]["message"]["content"]
+
+
+def test_a_client_that_leaves_frees_its_slot(cluster, smollm2_path):
+    """The client closes its connection in a long stream: Ray's proxy cancels the ingress, which cancels the
+    replica's call, whose app sees the disconnect and stops the generation (one replica here, so that /slots is
+    the one that streamed)."""
+    import socket
+    from bankml.ray import serving
+    port, _ = cluster
+    serve.run(serving.application(sr.server_argv(["-m", "$MODEL", "-t", "2"] + COMMON[2:], str(smollm2_path)),
+                                  replicas=1), name="bankml", route_prefix="/")
+    body = json.dumps({"messages": [{"role": "user", "content": "Write a very long story."}], "max_tokens": 4000,
+                       "temperature": 0, "stream": True, "ignore_eos": True}).encode()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert s.recv(64).startswith(b"HTTP/1.1 200")
+        time.sleep(1)
+    for _ in range(100):
+        status, _, raw = sr.send(port, {"method": "GET", "path": "/slots"})
+        if status == 200 and not json.loads(raw)[0]["is_processing"]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the slot still generates for a client that left")
+    assert json.loads(raw)[0]["next_token"][0]["n_decoded"] < 4000
