@@ -86,3 +86,19 @@ def test_what_a_replica_held_is_forgotten(router):
     _route(router, b, _request(TURN1))
     forget_all()
     assert _ranks(router, [a, b], _request(TURN2)) == [["a", "b"]]
+
+
+def test_the_config_builder_makes_the_application():
+    # `serve run bankml.ray.serving:app_builder flags=... replicas=...` and serveConfigV2's args: strings
+    from ray.serve.config import RequestRouterConfig
+
+    from bankml.ray import serving
+    app = serving.app_builder({"flags": "-m /models/m.gguf -np 2 -t 2", "replicas": "3", "replica_cpus": "2"})
+    replica = app._bound_deployment.init_args[0]._bound_deployment
+    assert replica.name == "BankmlReplica" and replica.num_replicas == 3
+    assert replica.user_config == {"argv": ["-m", "/models/m.gguf", "-np", "2", "-t", "2"], "epoch": 0}
+    assert replica.ray_actor_options["num_cpus"] == 2
+    assert replica.max_ongoing_requests == 4
+    router = replica._deployment_config.request_router_config
+    assert isinstance(router, RequestRouterConfig)
+    assert router.request_router_class == "bankml.ray.router:PrefixAffinityRouter"
