@@ -220,3 +220,15 @@ def test_mcp_servers_flags():
     assert (cfg.mcp_servers_config, cfg.mcp_servers_json, cfg.cors_origins) == ("a.json", "{}", "localhost")
     assert parse_flags(["--mcp-servers-json", "{}", "--cors-origins", "*"]).cors_origins == "*"
     assert parse_flags(["--mcp-servers-json", ""]).cors_origins == "*"
+
+
+def test_ray_flags():
+    # bankml's own: --ray [--replicas N] [--replica-cpus C] (docs/scale.md); the replicas get the rest
+    from bankml.ray.launch import replica_argv
+    cfg = parse_flags(["--ray", "--replicas", "3", "--replica-cpus", "2", "-np", "2"])
+    assert (cfg.ray, cfg.ray_replicas, cfg.ray_replica_cpus, cfg.n_parallel) == (True, 3, 2, 2)
+    for argv in (["--replicas", "2"], ["--replica-cpus", "2"], ["--ray", "--replicas", "0"]):
+        with pytest.raises(FlagError):
+            parse_flags(argv)
+    assert replica_argv(["--ray", "--replicas", "2", "-m", "m.gguf", "--host", "0.0.0.0", "--port", "80", "-np",
+                         "2", "--replica-cpus", "1"]) == ["-m", "m.gguf", "-np", "2"]

@@ -225,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bankml {__version__} (reproducing {REFERENCE})")
         return 0
     _setup_logging(cfg)
+    if cfg.ray:
+        from ..ray.launch import main as ray_main
+        return ray_main(cfg, argv)
 
     import uvicorn
 

@@ -155,6 +155,9 @@ class ServerConfig:
     models_autoload: bool = True           # --models-autoload / --no-models-autoload
     sleep_idle_seconds: int = -1           # --sleep-idle-seconds (-1: never)
     ollama: bool = False                   # bankml's --ollama: also listen on Ollama's address (OLLAMA_HOST)
+    ray: bool = False                      # bankml's --ray: replicas on Ray Serve (bankml.ray, docs/scale.md)
+    ray_replicas: int = 1                  # bankml's --replicas N (with --ray)
+    ray_replica_cpus: int = 1              # bankml's --replica-cpus N: CPUs (compute threads) of each replica
     embedding: bool = False                # --embeddings (--reranking too): the embedding routes answer
     pooling: str | None = None             # --pooling none|mean|cls|last|rank (None: the model's default)
     embd_normalize: int = 2                # --embd-normalize (common_embd_normalize's mode)
@@ -486,6 +489,9 @@ _FLAGS = [
     (("--no-models-autoload",), False, _flag("models_autoload", False)),
     (("--sleep-idle-seconds",), True, _sleep_idle),
     (("--ollama",), False, _flag("ollama", True)),
+    (("--ray",), False, _flag("ray", True)),
+    (("--replicas",), True, _set("ray_replicas", _int)),
+    (("--replica-cpus",), True, _set("ray_replica_cpus", _int)),
     (("-h", "--help", "--usage"), False, _flag("help", True)),
     (("--version",), False, _flag("version", True)),
 ]
@@ -684,6 +690,10 @@ def _check(cfg: ServerConfig) -> None:
             raise FlagError(startup_error(cfg.chat_template).rstrip("\n"))
     if cfg.models_max < 0:
         raise FlagError("error: --models-max must be 0 (no limit) or more")
+    if cfg.ray_replicas < 1 or cfg.ray_replica_cpus < 1:
+        raise FlagError("error: --replicas and --replica-cpus must be 1 or more")
+    if (cfg.ray_replicas != 1 or cfg.ray_replica_cpus != 1) and not cfg.ray:
+        raise FlagError("error: --replicas and --replica-cpus need --ray")
     if cfg.cache_type_k != cfg.cache_type_v:
         raise UnsupportedFlag(f"-ctk {cfg.cache_type_k} -ctv {cfg.cache_type_v}",
                               "bankml's KV cache has one type for K and V")
@@ -726,7 +736,8 @@ _LLAMA_OPTIONS = [
 _OPTION_OF = {name: (pos, neg, name in neg) for pos, neg in _LLAMA_OPTIONS for name in pos + neg}
 #: what a router does not pass to its children (unset_reserved_args), and what it sets itself
 _NOT_PASSED = {"--api-key", "--api-key-file", "--models-dir", "--models-max", "--models-autoload", "-m", "-a",
-               "--host", "--port", "--ollama"}      # --ollama: bankml's; the listener is the router's
+               "--host", "--port", "--ollama",      # --ollama: bankml's; the listener is the router's
+               "--ray", "--replicas", "--replica-cpus"}
 
 
 def _child_options(cfg, path: str, name: str, port: int) -> list[tuple[tuple, str, str | None]]:
@@ -820,5 +831,9 @@ flags with llama-server's defaults; a llama-server flag bankml does not implemen
   -lv N, -v, --log-disable   logging
   --ollama                   also listen on Ollama's address (OLLAMA_HOST, default 127.0.0.1:11434); set
                              OLLAMA_HOST does the same
+  --ray [--replicas N] [--replica-cpus C]
+                             serve through N Ray Serve replicas (default 1) of C CPUs each (default 1: their
+                             compute threads) behind Ray's HTTP proxy, routed by prompt prefix
+                             (pip install 'bankml[ray]'; $RAY_ADDRESS: join that cluster; docs/scale.md)
 Every flag's LLAMA_ARG_* environment variable is read first (llama-server's); the command line wins.
 """
