@@ -24,7 +24,8 @@ between steps, as llama-server's start_loop does), then runs one step while any 
 A task arriving while others generate joins at the next step. A task finds no idle slot (or its requested slot
 busy, or too few free slots for its n > 1 children): it is deferred, and each slot's release puts one deferred
 task (the first that asked for that slot, else the oldest) back at the queue's front. An embedding or rerank task
-runs whole between steps once a slot is idle.
+runs whole between steps once a slot is idle; a slot save / restore / erase waits until its slot is released
+(bankml.server.generation.Worker.call's wait_for).
 
 Served one at a time instead (for_context returns None): one slot (-np 1), the unified KV cache (-kvu, and -np
 auto): its cell placement across sequences (holes, interleaving, one stream and split_simple) is not reproduced
