@@ -203,3 +203,50 @@ def test_each_request_alone_is_llama_servers(engines, i):
         r = _Req(eng.ctx, body)
         r.submit(eng.ctx)
         assert r.answer(False) == sched["alone"][name], f"{sched['name']} {name}"
+
+
+LONG = {"prompt": "Once upon a time", "n_predict": 400, "temperature": 0, "ignore_eos": True}
+
+
+def _wait_token(req, n: int, timeout: float = 120) -> None:
+    import time
+    t = time.time()
+    while sum(isinstance(e, Token) for e in req.events) < n:
+        assert time.time() - t < timeout and not req.done.is_set()
+        time.sleep(0.01)
+
+
+def test_cut_stream_frees_its_slot_while_another_generates(engines):
+    eng = engines(_record()["schedules"][0]["flags"])
+    ctx = eng.ctx
+    _fresh(eng)
+    a = _Req(ctx, dict(LONG, stream=True))
+    a.submit(ctx)
+    _wait_token(a, 2)
+    b = _Req(ctx, dict(LONG, prompt="The sea is", stream=True))
+    b.submit(ctx)
+    _wait_token(b, 2)
+    for t in b.tasks:
+        t.cancelled.set()
+    # the next step frees B's slot; A goes on generating
+    busy = ctx.worker.call(lambda: [s.processing for s in ctx.slots.slots])
+    assert busy.count(True) == 1
+    assert not a.done.is_set()
+    n_a = sum(isinstance(e, Token) for e in a.events)
+    _wait_token(a, n_a + 3)
+    for t in a.tasks:
+        t.cancelled.set()
+    assert ctx.worker.call(lambda: [s.processing for s in ctx.slots.slots]) == [False, False]
+
+
+def test_slot_action_waits_for_its_busy_slot(engines):
+    """Worker.call(wait_for=slot) (slot save / restore / erase) is deferred while the batcher has that slot at
+    work, and runs at its release, as llama-server defers the task."""
+    eng = engines(_record()["schedules"][0]["flags"])
+    ctx = eng.ctx
+    _fresh(eng)
+    a = _Req(ctx, dict(LONG, n_predict=200))
+    a.submit(ctx)
+    slot = ctx.worker.call(lambda: next(s for s in ctx.slots.slots if s.processing))
+    seen = ctx.worker.call(lambda: (slot.processing, a.done.is_set()), wait_for=slot)
+    assert seen == (False, True)            # it ran once A's slot was released, after A's last event

@@ -8,7 +8,8 @@ gathers it (tools/server/server-context.cpp) when every slot has its own KV stre
 The worker (bankml.server.generation.Worker) takes every queued item first (tasks are launched on their slots
 between steps, as llama-server's start_loop does), then runs one step while any slot is at work. A step:
 
-1. a task whose stream was cut (its `cancelled` flag) frees its slots now (the KV it computed stays cached);
+1. a task whose stream was cut (its `cancelled` flag) frees its slots now (the KV it computed stays cached; the
+   worker also does this before each queued item, so a /slots or a new request after the cut sees the slot idle);
 2. pre_decode: a generating slot whose tokens + 1 reach n_ctx is context-shifted (or refused for a shared
    prompt), as bankml.server.generation.pre_decode does it;
 3. the batch: one row per generating slot (its last sampled token), in slot order; then, while the batch holds
@@ -128,12 +129,17 @@ class Batcher:
         self.worker.front.appendleft(item)
 
     # -- one update_slots iteration
-    def step(self) -> None:
-        ctx = self.ctx
+    def reap(self) -> None:
+        """Tasks whose stream was cut (their `cancelled` flag) free their slots (llama-server's cancel task, handled
+        in the queue before the next step); the KV they computed stays cached."""
         for g in self.groups:
             if g.live() and g.runs[0].task.cancelled.is_set():
-                g.abort(ctx, None)
+                g.abort(self.ctx, None)
         self.groups = [g for g in self.groups if g.live()]
+
+    def step(self) -> None:
+        ctx = self.ctx
+        self.reap()
         if not self.groups:
             return
         ctx.worker.new_id()             # update_slots posts a NEXT_RESPONSE task (an id) per iteration

@@ -805,6 +805,8 @@ class Worker:
             if item is None:                # slots at work, nothing queued: one update_slots step
                 self.batcher.step()
                 continue
+            if self.batcher is not None:
+                self.batcher.reap()
             fn, args = item
             try:
                 fn(*args)
