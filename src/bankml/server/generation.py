@@ -1,5 +1,7 @@
 """The generation loop: one completion task on one slot, as llama-server b11192's update_slots / process_token
-run it (tools/server/server-context.cpp), and the worker thread that runs tasks in arrival order.
+run it (tools/server/server-context.cpp), and the worker thread that runs tasks in arrival order. With several
+slots on a split KV cache the worker hands completions to bankml.server.batching instead, whose steps use the
+per-task pieces here (launch_slots, prompt_start, sample_one, pre_decode, copy_to_children, _release).
 
     worker = Worker(ctx)                         # one thread; every engine call happens on it
     task = CompletionTask(tokens, params, make_sampler, emit)
