@@ -1,5 +1,7 @@
 """The generation loop: one completion task on one slot, as llama-server b11192's update_slots / process_token
-run it (tools/server/server-context.cpp), and the worker thread that runs tasks in arrival order.
+run it (tools/server/server-context.cpp), and the worker thread that runs tasks in arrival order. With several
+slots on a split KV cache the worker hands completions to bankml.server.batching instead, whose steps use the
+per-task pieces here (launch_slots, prompt_start, sample_one, pre_decode, copy_to_children, _release).
 
     worker = Worker(ctx)                         # one thread; every engine call happens on it
     task = CompletionTask(tokens, params, make_sampler, emit)
@@ -33,6 +35,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 
 from ..errors import ModelFileChanged
@@ -447,14 +450,19 @@ def run_completion(ctx, task: CompletionTask) -> None:
             _release(ctx.slots, r, last if j == 0 else None, len(runs) > 1, finished=isinstance(last, Final))
 
 
-def launch_slots(ctx, task: CompletionTask) -> list[_Run] | None:
+def launch_slots(ctx, task: CompletionTask, defer=None) -> list[_Run] | None:
     """launch_slots_with_parent_task: the parent's slot (slot choice and the prompt cache), the token check, the
     children's slots (the first idle ones), every sampler (the children's first), then the slots are marked busy
-    and the idle ones cached. None when the task is refused (its Error is emitted)."""
+    and the idle ones cached. None when the task is refused (its Error is emitted), or, given defer(), when no
+    slot is idle, the requested one is busy or the children lack free slots (defer() is called: the task waits)."""
     pool, tk = ctx.slots, ctx.tokenizer
     tokens = task.tokens
     group = [task] + list(task.children)
     slot = pool.select(tokens, task.params.id_slot)
+    if defer is not None and (slot is None or slot.processing
+                              or len(free_slots(pool, len(group) - 1, slot)) < len(group) - 1):
+        defer()
+        return None
     if any(not 0 <= t < tk.n_vocab for t in tokens):
         task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
         return None
@@ -483,14 +491,46 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
     cached prompt recomputes its last token), then the rest in calls of at most n_batch tokens (a stream's Begin or
     Progress events on the way). Returns (generation goes on, the task's last message so far): an empty prompt
     answers at once, one that does not fit is exceed_context_size_error, a cancel stops between batches."""
-    from .slots import common_prefix
     pool, model, worker = ctx.slots, ctx.model, ctx.worker
+    task, slot, stats, params = run.task, run.slot, run.stats, run.params
+    tokens = task.tokens
+    worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
+    go_on, last = prompt_start(ctx, run)
+    if not go_on:
+        return go_on, last
+    P = len(tokens)
+    n_batch = ctx.n_batch
+    do_checkpoint = getattr(ctx, "checkpoints_on", False)
+    first_batch = True
+    while len(slot.tokens) < P:
+        if task.cancelled.is_set():
+            return False, None
+        if not first_batch:
+            worker.new_id()
+        first_batch = False
+        start = len(slot.tokens)
+        n = prompt_batch(ctx, run, start, P, n_batch, do_checkpoint)
+        chunk = tokens[start:start + n]
+        if do_checkpoint:
+            _maybe_checkpoint(ctx, run, start, n, P)
+        model.decode(chunk, len(slot.tokens), cache=slot.cache)
+        prompt_decoded(run, chunk)
+        pool.metrics.decoded(len(chunk), prompt=True)
+        prompt_progress(run)
+    run.logits = model.logits()
+    return True, None
+
+
+def prompt_start(ctx, run: _Run) -> tuple[bool, object]:
+    """A prompt's start (update_slots' SLOT_STATE_STARTED): the timers, the checks, the reused prefix, the
+    stream's first event. Returns (prompt tokens follow, the task's last message so far)."""
+    from .slots import common_prefix
+    pool = ctx.slots
     task, slot, stats, params = run.task, run.slot, run.stats, run.params
     tokens = task.tokens
     stats.t_start = time_us()
     stats.e_start = energy.read()
     pool.metrics.start()
-    worker.new_id()                 # update_slots posts a NEXT_RESPONSE task (an id) per iteration
     P = len(tokens)
     if P == 0:
         return False, run.final()
@@ -507,39 +547,32 @@ def evaluate_prompt(ctx, run: _Run) -> tuple[bool, object]:
     pool.metrics.prompt_cached(n_past)
     slot.keep_first(n_past)
 
-    def progress():
-        # send_partial_response(is_progress): the slot's timings go along with timings_per_token
-        return Progress(P, n_past, len(slot.tokens), (time_us() - stats.t_start) // 1000,
-                        stats.to_json() if params.timings_per_token else None)
-
     if params.stream:
         if params.return_progress:
-            task.emit(progress())
+            task.emit(_progress(run))
         else:
             task.emit(Begin())
-    n_batch = ctx.n_batch
-    do_checkpoint = getattr(ctx, "checkpoints_on", False)
-    first_batch = True
-    while len(slot.tokens) < P:
-        if task.cancelled.is_set():
-            return False, None
-        if not first_batch:
-            worker.new_id()
-        first_batch = False
-        start = len(slot.tokens)
-        n = prompt_batch(ctx, run, start, P, n_batch, do_checkpoint)
-        chunk = tokens[start:start + n]
-        if do_checkpoint:
-            _maybe_checkpoint(ctx, run, start, n, P)
-        model.decode(chunk, len(slot.tokens), cache=slot.cache)
-        slot.tokens.extend(chunk)
-        stats.n_prompt_processed += len(chunk)
-        stats.t_prompt_last = time_us()
-        pool.metrics.decoded(len(chunk), prompt=True)
-        if params.stream and params.return_progress:
-            task.emit(progress())
-    run.logits = model.logits()
     return True, None
+
+
+def _progress(run: _Run) -> Progress:
+    """send_partial_response(is_progress): the slot's timings go along with timings_per_token."""
+    st = run.stats
+    return Progress(len(run.task.tokens), st.n_prompt_cached, len(run.slot.tokens),
+                    (time_us() - st.t_start) // 1000, st.to_json() if run.params.timings_per_token else None)
+
+
+def prompt_progress(run: _Run) -> None:
+    """A streamed task with return_progress gets a Progress event after each decode of its prompt."""
+    if run.params.stream and run.params.return_progress:
+        run.task.emit(_progress(run))
+
+
+def prompt_decoded(run: _Run, chunk: list[int]) -> None:
+    """A chunk of the prompt went through the model: the slot holds it, the prompt's counters advance."""
+    run.slot.tokens.extend(chunk)
+    run.stats.n_prompt_processed += len(chunk)
+    run.stats.t_prompt_last = time_us()
 
 
 def _maybe_checkpoint(ctx, run: _Run, start: int, n: int, P: int) -> None:
@@ -584,24 +617,29 @@ def copy_to_children(runs: list[_Run]) -> None:
 def sample_step(ctx, live: list[_Run], grouped: bool) -> list[_Run]:
     """One step's sampling, sequence after sequence in slot order: sample, accept, the timers, the piece, the
     probabilities, process_token; a sequence that stops is released (its Final sent). Returns the live ones."""
-    tk = ctx.tokenizer
     for r in live:
-        params = r.params
-        t = int(r.sampler.sample(r.logits))
-        r.sampler.accept(t)
-        now = time_us()
-        r.stats.n_gen += 1
-        if r.stats.n_gen == 1:
-            r.stats.t_prompt_last = now
-            r.stats.e_prompt = energy.read()
-        r.stats.t_gen_last = now
-        piece = tk.token_to_piece(t, t in (params.preserved_tokens or ()))
-        probs = r.task.probs(r.task, r.logits, r.sampler, t) if (params.n_probs > 0 and r.task.probs) else None
-        r.next_tok = t
-        if not r.process_token(t, piece, probs):
-            r.done = True
-            _release(ctx.slots, r, r.final(), grouped)
+        sample_one(ctx, r, grouped)
     return [r for r in live if not r.done]
+
+
+def sample_one(ctx, r: _Run, grouped: bool) -> None:
+    """post_decode for one sequence: sample its row, accept, the timers, the piece, the probabilities,
+    process_token; a sequence that stops is released (its Final sent)."""
+    params = r.params
+    t = int(r.sampler.sample(r.logits))
+    r.sampler.accept(t)
+    now = time_us()
+    r.stats.n_gen += 1
+    if r.stats.n_gen == 1:
+        r.stats.t_prompt_last = now
+        r.stats.e_prompt = energy.read()
+    r.stats.t_gen_last = now
+    piece = ctx.tokenizer.token_to_piece(t, t in (params.preserved_tokens or ()))
+    probs = r.task.probs(r.task, r.logits, r.sampler, t) if (params.n_probs > 0 and r.task.probs) else None
+    r.next_tok = t
+    if not r.process_token(t, piece, probs):
+        r.done = True
+        _release(ctx.slots, r, r.final(), grouped)
 
 
 def context_shift(ctx, r: _Run) -> None:
@@ -632,15 +670,7 @@ def decode_step(ctx, live: list[_Run]) -> list[_Run]:
     the metrics. Returns the sequences still live."""
     model = ctx.model
     grouped = len(live) > 1 or any(r.task.id_parent != -1 or r.task.children for r in live)
-    for r in live:
-        if r.ctx_shift and len(r.slot.tokens) + 1 >= r.n_ctx:
-            if grouped:
-                # send_error + slot.release (server-context.cpp:2928): no prediction metrics for it
-                _release(ctx.slots, r, Error(500, "context shift cannot be used for shared prompt",
-                                             "server_error"), True, finished=False)
-                continue
-            context_shift(ctx, r)
-    live = [r for r in live if not r.done]
+    live = pre_decode(ctx, live, lambda r: grouped)
     if not live:
         return live
     ctx.worker.new_id()
@@ -651,6 +681,20 @@ def decode_step(ctx, live: list[_Run]) -> list[_Run]:
         r.logits = model.logits() if len(live) == 1 else model.logits().copy()
     ctx.slots.metrics.decoded(len(live), prompt=False)
     return live
+
+
+def pre_decode(ctx, live: list[_Run], grouped) -> list[_Run]:
+    """pre_decode: each generating slot whose tokens + 1 reach n_ctx is shifted (with --context-shift), or, when
+    grouped(run) (a shared prompt's sequence), refused. Returns the sequences still live."""
+    for r in live:
+        if r.ctx_shift and len(r.slot.tokens) + 1 >= r.n_ctx:
+            if grouped(r):
+                # send_error + slot.release (server-context.cpp:2928): no prediction metrics for it
+                _release(ctx.slots, r, Error(500, "context shift cannot be used for shared prompt",
+                                             "server_error"), True, finished=False)
+                continue
+            context_shift(ctx, r)
+    return [r for r in live if not r.done]
 
 
 def _release(pool, r, last, grouped: bool, finished: bool = True) -> None:
@@ -666,14 +710,25 @@ def _release(pool, r, last, grouped: bool, finished: bool = True) -> None:
     r.done = True
     if last is not None:
         r.task.emit(last)
+    hook = getattr(pool, "on_release", None)
+    if hook is not None:
+        hook(slot.id)               # callback_on_release: a deferred task goes back to the queue's front
+
+
+_STOP = object()
 
 
 class Worker:
     """The one thread that runs tasks (completions and slot actions) in arrival order."""
 
     def __init__(self, ctx):
+        from .batching import Batcher
         self.ctx = ctx
         self.queue: queue.Queue = queue.Queue()
+        self.front: deque = deque()     # deferred tasks put back at the queue's front (pop_deferred_task)
+        # continuous batching (bankml.server.batching) when several slots have their own caches; else None and
+        # each completion runs start to end (run_completion)
+        self.batcher = Batcher.for_context(ctx, self)
         self.n_deferred = 0
         self._next_id = 0
         self._id_lock = threading.Lock()
@@ -696,20 +751,30 @@ class Worker:
         for child in task.children:
             child.id = self.new_id()
             child.id_parent = task.id
-        self.submit(run_completion, self.ctx, task)
+        if self.batcher is not None:
+            self.submit(self.batcher.admit, task)
+        else:
+            self.submit(run_completion, self.ctx, task)
 
     def submit_task(self, fn, task) -> None:
         """Queue another kind of slot task (bankml.server.embeddings): its id is taken now, as for a completion;
         fn(ctx, task) runs on the worker."""
         task.id = self.new_id()
-        self.submit(fn, self.ctx, task)
+        if self.batcher is not None:
+            self.submit(self.batcher.admit_other, fn, task)
+        else:
+            self.submit(fn, self.ctx, task)
 
-    def call(self, fn, *args):
-        """Run fn(*args) on the worker (after the tasks before it) and return its result (blocking)."""
+    def call(self, fn, *args, wait_for=None):
+        """Run fn(*args) on the worker (after the tasks before it) and return its result (blocking). wait_for: a
+        slot; while the batcher has it at work, the call is deferred until its release."""
         done = threading.Event()
         box = {}
 
         def job():
+            if wait_for is not None and self.batcher is not None and wait_for.processing:
+                self.batcher.defer(wait_for.id, (job, ()))
+                return
             try:
                 box["v"] = fn(*args)
             except BaseException as e:  # handed back to the caller
@@ -722,11 +787,28 @@ class Worker:
             raise box["e"]
         return box["v"]
 
+    def _next(self):
+        """The next queued item: the queue's front first; while the batcher has slots at work, None when nothing
+        is queued (the batcher steps then), else wait for one."""
+        if self.front:
+            return self.front.popleft()
+        if self.batcher is not None and self.batcher.busy():
+            try:
+                return self.queue.get_nowait()
+            except queue.Empty:
+                return None
+        return self.queue.get()
+
     def _loop(self) -> None:
         while True:
-            item = self.queue.get()
-            if item is None:
+            item = self._next()
+            if item is _STOP:
                 return
+            if item is None:                # slots at work, nothing queued: one update_slots step
+                self.batcher.step()
+                continue
+            if self.batcher is not None:
+                self.batcher.reap()
             fn, args = item
             try:
                 fn(*args)
@@ -734,5 +816,5 @@ class Worker:
                 log.exception("worker task failed")
 
     def stop(self) -> None:
-        self.queue.put(None)
+        self.queue.put(_STOP)
         self.thread.join(timeout=10)

@@ -230,9 +230,12 @@ async def post_slot(request: Request) -> Response:
     return error_response("Invalid action", 400)
 
 
-async def _on_worker(worker, fn, *args):
+async def _on_worker(worker, fn, ctx, id_slot, *args):
+    """A slot action on the worker; while that slot is generating (continuous batching), it waits until the slot
+    is released, as llama-server defers it ("requested slot is unavailable")."""
     from starlette.concurrency import run_in_threadpool
-    return await run_in_threadpool(worker.call, fn, *args)
+    slot = ctx.slots.by_id(id_slot)
+    return await run_in_threadpool(worker.call, fn, ctx, id_slot, *args, wait_for=slot)
 
 
 # --- /metrics -------------------------------------------------------------------------------------------------

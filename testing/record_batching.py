@@ -1,0 +1,220 @@
+"""Record llama-server b11192 serving overlapping requests on several slots (continuous batching), for
+tests/test_server_batching.py: tests/oracle/server/batching.json.
+
+    python -m testing.record_batching [--check] [NAME ...]     # NAMEs: only these schedules, the others kept
+
+Each schedule runs on a fresh `llama-server -np 2 -v` (the contract's flags otherwise): request A streams on one
+slot; once A has streamed `after[name]` chunks, B and C are posted (at -np 2 with the same count, B first): the first of them to reach the server takes
+the other slot and joins A's decode steps, the second finds no idle slot and is deferred until one ends, then
+joins the remaining one. Which step the second request joined at, and which of B and C it was, depend on timing,
+so they are read back from llama-server's own debug log (its `new prompt ... task.n_tokens` lines, named by the
+prompt's length, and the last `n_gen = ` line of each live task before them): the record holds, per prompt start,
+the other tasks' counts of sampled tokens, and the replay submits the second request at the same point and the
+third right after it. The third's start then follows from the rules alone (a released slot puts the deferred
+task first in the queue). Each request is also recorded alone, on a fresh server, for the comparison of
+a batched answer with the answer served alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+from testing.oracle import LlamaServer, model_path
+from testing import server_sessions as ss
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "tests" / "oracle" / "server" / "batching.json"
+
+P = "/completion"
+
+
+def body(prompt: str, n: int, **kw) -> dict:
+    return {"prompt": prompt, "n_predict": n, "temperature": 0, "n_probs": 2, "return_tokens": True, **kw}
+
+
+FLAGS = ss.flags("-v", np="2")
+
+# after: per later request, how many streamed chunks of A come before it is posted (requests with the same count
+# are posted in this order, 50 ms apart)
+SCHEDULES = [
+    {"name": "greedy_np2", "after": {"B": 4, "C": 4},
+     "A": body("The history of the city of Paris begins", 40, stream=True),
+     "B": body("Three facts about the moon:", 14),
+     "C": body("A short poem about bread:\n", 12)},
+    {"name": "sampled_np2", "after": {"B": 9, "C": 9},
+     "A": body("Write a story about a robot who", 36, stream=True, temperature=0.9, seed=7),
+     "B": body("The best way to learn a language is", 18, temperature=0.7, seed=11),
+     "C": body("Here is a list of fruits:\n1.", 10, temperature=1.1, seed=3)},
+    {"name": "long_prompts_np2", "after": {"B": 2, "C": 2},
+     "A": body("Once upon a time " * 40 + "there was", 30, stream=True),
+     "B": body("The ocean is " * 70 + "and", 12),
+     "C": body("Rain falls on " * 20, 8)},
+    # A's cells pass 512: alone, its decode rows take the split-KV attention path; batched with another stream,
+    # never (docs/engine.md): here a row's bits may depend on the batch
+    {"name": "split_kv_np2", "after": {"B": 3, "C": 3},
+     "A": body("The river flows to the sea. " * 75 + "And then", 24, stream=True),
+     "B": body("Snow is white and " * 30, 16),
+     "C": body("Numbers: 1, 2, 3,", 10)},
+    # -b 64 -ub 16: B's and C's prompts go in over several steps, 63 tokens beside A's row, each llama_decode cut
+    # into ubatches of 16 (split_equal: A's row and one of B's, then B's alone)
+    {"name": "small_batch_np2", "flags": ss.flags("-v", "-b", "64", "-ub", "16", np="2"), "after": {"B": 3, "C": 3},
+     "A": body("The mountain village " * 25 + "was", 30, stream=True),
+     "B": body("A list of colours: red, green, blue, " * 18 + "and", 12),
+     "C": body("Dogs and cats " * 45, 8)},
+    # three slots: B and C each join A at their own step (no deferral), all three decode together
+    {"name": "three_slots_np3", "flags": ss.flags("-v", "-b", "64", "-ub", "16", np="3"),
+     "after": {"B": 3, "C": 10},
+     "A": body("Tell me about the stars in the night sky", 36, stream=True, ignore_eos=True),
+     "B": body("Green is the colour of " * 8, 20, temperature=0.8, seed=5),
+     "C": body("The train leaves the station " * 12, 14)},
+]
+
+
+def _argv(flags):
+    return flags[2:]
+
+
+def _stream_post(srv, req, on_chunk):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
+    conn.request("POST", P, body=json.dumps(req).encode(), headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    events = []
+    buf = b""
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        if line.startswith(b"data: "):
+            ev = json.loads(line[6:])
+            events.append(ev)
+            on_chunk(len(events))
+    conn.close()
+    return events
+
+
+def _stream_answer(events):
+    """The stream folded into what the test compares: every token id, its text and probabilities, the end."""
+    toks = []
+    for ev in events:
+        toks.extend(ev.get("tokens") or [])
+    probs = [p for ev in events for p in ev.get("completion_probabilities") or []]
+    last = events[-1]
+    return {"content": "".join(ev.get("content", "") for ev in events), "tokens": toks,
+            "completion_probabilities": probs, "stop_type": last.get("stop_type"), "tokens_predicted":
+            last.get("tokens_predicted"), "tokens_evaluated": last.get("tokens_evaluated")}
+
+
+def _plain_answer(ans):
+    return {"content": ans["content"], "tokens": ans["tokens"], "completion_probabilities":
+            ans["completion_probabilities"], "stop_type": ans["stop_type"], "tokens_predicted":
+            ans["tokens_predicted"], "tokens_evaluated": ans["tokens_evaluated"]}
+
+
+def run_schedule(s: dict, model: str) -> dict:
+    log = f"/tmp/record_batching_{s['name']}.log"
+    answers = {}
+    with LlamaServer(model, base_args=_argv(s.get("flags", FLAGS)), log=log) as srv:
+        fired = set()
+        threads = []
+
+        def post(name):
+            st, _, payload = srv.post(P, s[name])
+            assert st == 200, payload
+            answers[name] = _plain_answer(json.loads(payload))
+
+        def on_chunk(n):
+            for name in ("B", "C"):
+                if s["after"][name] == n and name not in fired:
+                    fired.add(name)
+                    t = threading.Thread(target=post, args=(name,))
+                    t.start()
+                    threads.append(t)
+                    time.sleep(0.05)           # B is posted (and launched) before C, mostly: the log says
+
+        answers["A"] = _stream_answer(_stream_post(srv, s["A"], on_chunk))
+        for t in threads:
+            t.join()
+    joins = schedule_of(log, s)
+    by_len = {answers[k]["tokens_evaluated"]: k for k in "ABC"}
+    assert len(by_len) == 3, "the three prompts need distinct token counts (the log names them by it)"
+    for j in joins:
+        j["request"] = by_len[j.pop("n_tokens")]
+    assert [j["request"] for j in joins][0] == "A" and len(joins) == 3, joins
+    return {"answers": answers, "schedule": joins}
+
+
+def schedule_of(log: str, s: dict) -> list[dict]:
+    """From llama-server's -v log, each prompt's start in order: its slot and task id, and how many tokens each
+    other live task had sampled then (its last `process_token ... n_gen` line)."""
+    n_gen = {}                          # task -> tokens sampled so far
+    live = set()
+    joins = []
+    was_deferred = set()
+    for ln in Path(log).read_text(errors="replace").splitlines():
+        d = re.search(r"defer task, id_task = (\d+)", ln)
+        if d:
+            was_deferred.add(int(d.group(1)))
+        m = re.search(r"slot +\S+: id +(\d+) \| task (-?\d+) \| (.*)", ln)
+        if not m:
+            continue
+        sid, tid, msg = int(m.group(1)), int(m.group(2)), m.group(3)
+        g = re.search(r"n_gen = (\d+),", msg)
+        if msg.startswith("n_gen = ") and g:
+            n_gen[tid] = int(g.group(1))
+        if msg.startswith("new prompt"):
+            deferred = tid in was_deferred
+            n = int(re.search(r"task.n_tokens = (\d+)", msg).group(1))
+            joins.append({"slot": sid, "task": tid, "n_tokens": n, "deferred": deferred,
+                          "others_n_gen": {str(t): n_gen.get(t, 0) for t in sorted(live)}})
+            live.add(tid)
+        if msg.startswith("stop processing"):
+            live.discard(tid)
+    return joins
+
+
+def alone(s: dict, model: str) -> dict:
+    out = {}
+    flags = [f for f in s.get("flags", FLAGS) if f != "-v"]
+    with LlamaServer(model, base_args=_argv(flags)) as srv:
+        for name in ("A", "B", "C"):
+            req = dict(s[name], stream=False)
+            st, _, payload = srv.post(P, dict(req, cache_prompt=False))
+            assert st == 200, payload
+            out[name] = _plain_answer(json.loads(payload))
+    return out
+
+
+def main() -> None:
+    check = "--check" in sys.argv
+    model = str(model_path("smollm2"))
+    only = [a for a in sys.argv[1:] if not a.startswith("-")]
+    rec = {"doc": __doc__.split("\n\n")[0], "path": P, "schedules": []}
+    for s in SCHEDULES:
+        if only and s["name"] not in only:
+            continue
+        got = run_schedule(s, model)
+        entry = {"name": s["name"], "flags": s.get("flags", FLAGS), "after": s["after"],
+                 "requests": {k: s[k] for k in "ABC"}, **got, "alone": alone(s, model)}
+        rec["schedules"].append(entry)
+        print(s["name"], json.dumps(got["schedule"])[:400])
+    if check:
+        return
+    if only and OUT.exists():               # the other schedules stay as recorded
+        new = {e["name"]: e for e in rec["schedules"]}
+        old = json.loads(OUT.read_text())["schedules"]
+        names = [e["name"] for e in old] + [n for n in new if n not in {e["name"] for e in old}]
+        rec["schedules"] = [new.get(n) or next(e for e in old if e["name"] == n) for n in names]
+    tmp = OUT.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(OUT)
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()
