@@ -164,7 +164,11 @@ def _chunk(choices, model, cmpl_id, t) -> dict:
 
 def chat_final(res: Final, params, model: str, cmpl_id: str, state: ChatState, index: int = 0) -> dict:
     if state.tools is not None:
-        msg = state.final_message(res.content)
+        from ....errors import SchemaError
+        try:
+            msg = state.final_message(res.content)
+        except SchemaError as e:        # the final parse failed: llama-server's handler answers 500
+            raise Refusal(500, e.message) from None
         message = _message_json(msg) if msg is not None else {"role": "assistant", "content": text(res.content)}
     else:
         message = {"role": "assistant", "content": state.parse(res.content, False)}
