@@ -5,6 +5,7 @@ tests/test_tool_calls.py). Developer tool: needs the oracle build.
     PYTHONPATH=. python testing/record_tool_calls.py [--no-check] [--only NAME ...] [--port-base 8231]
     PYTHONPATH=. python testing/record_tool_calls.py --targets     # tests/oracle/server/tool_call_targets.json
     PYTHONPATH=. python testing/record_tool_calls.py --calls       # tests/oracle/server/tool_call_answers.json
+    PYTHONPATH=. python testing/record_tool_calls.py --formats     # tests/oracle/server/tool_call_formats.json
 
 One session per template: SmolLM2-135M-Instruct Q4_1's own (written `$MODEL`), and the sdist's
 models/templates/*.jinja given with --chat-template-file (`$TEMPLATE:NAME`), every server run as
@@ -17,7 +18,9 @@ the history, and the refusals; on a template that supports tool calls, tool_choi
 into the prompt, the content parser, no grammar). With --calls: parsed tool calls on the templates of the
 autoparser's JSON-native format with per-call markers (tool_choice auto / required, few-shot histories SmolLM2
 answers with calls, parallel calls, streamed tool_calls deltas; bankml.grammar.chat_tools); two oracle runs
-differ in the calls' random ids only, which tests/server_replay.normalize blanks. Sampling is greedy except the
+differ in the calls' random ids only, which tests/server_replay.normalize blanks. With --formats: the autoparser's
+other JSON-native formats (section markers, arrays, ids, no marker, the name as the key; FORMATS), ten requests
+a template (format_steps). Sampling is greedy except the
 `seed` requests.
 """
 

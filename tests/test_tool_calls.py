@@ -3,6 +3,9 @@
 - llama-server's recorded answers (tests/oracle/server/tool_calls.json, recorded by testing/record_tool_calls.py)
   replayed in order on a fresh bankml-serve per template: identical after tests/server_replay.normalize (the
   chatcmpl id; streams chunk by chunk; logprobs float for float).
+- The parsed tool calls of tool_call_answers.json (per-call markers) and tool_call_formats.json (the other
+  JSON-native formats) replayed the same way (the calls' random ids blanked); the grammars of
+  tool_call_targets.json.
 - Which requests are served and which are refused (501 naming the format), template by template.
 - The real `openai` client with tools against bankml-serve.
 """
@@ -190,6 +193,21 @@ def test_parse_and_stream_deltas():
     args = "".join(d["tool_calls"][0].get("function", {}).get("arguments", "") for d in out if "tool_calls" in d)
     assert args == '{"city": "Berlin"}'
     assert sum("name" in d["tool_calls"][0].get("function", {}) for d in out if "tool_calls" in d) == 1
+
+
+def test_other_formats_recorded():
+    """tool_call_formats.json covers the other JSON-native shapes, with parsed calls (streamed and not) and
+    answers finished "tool_calls"; with tool_call_answers.json, 150+ tool-call requests in all."""
+    steps = [s for sess in FORMAT_SESSIONS for s in sess["steps"]]
+    assert len(FORMAT_SESSIONS) >= 7 and len(steps) >= 70
+    assert len(steps) + sum(len(s["steps"]) for s in CALL_SESSIONS) >= 150
+    finals = [s["answer"]["json"]["choices"][0] for s in steps if isinstance(s["answer"].get("json"), dict)
+              and s["answer"]["json"].get("choices")]
+    assert sum(bool(c["message"].get("tool_calls")) for c in finals) >= 10
+    assert sum(c["finish_reason"] == "tool_calls" for c in finals) >= 5
+    events = [e["data"] for s in steps if "sse" in s["answer"] for e in s["answer"]["sse"]
+              if isinstance(e, dict) and isinstance(e.get("data"), dict)]
+    assert sum(bool(d.get("choices")) and "tool_calls" in d["choices"][0].get("delta", {}) for d in events) >= 10
 
 
 @pytest.mark.slow
