@@ -26,7 +26,8 @@ common_chat_templates_apply_jinja, then the differential autoparser):
 - `parallel_tool_calls` only reaches the template (and the tool grammar, which these requests do not have).
 
 Everything else (a template that supports tool calls in another format, with tool_choice "auto" or
-"required": TAG_WITH_JSON, TAG_WITH_TAGGED, nested keys, wrapped content (Command R+); any specialized handler: gpt-oss, Functionary v3.2, Qwen3-Coder, ...; and any template that thinks, whose reasoning / wrapped
+"required": TAG_WITH_JSON, TAG_WITH_TAGGED, nested keys, wrapped content (Command R+); any specialized
+handler: gpt-oss, Functionary v3.2, Qwen3-Coder, ...; and any template that thinks, whose reasoning / wrapped
 content parse with tools did not replay: SmolLM3, DeepSeek R1, Granite 3.3, Command R7B, where llama-server
 answers a 500 "does not match the expected peg-native format") is refused by `refusal()`.
 """
