@@ -5,6 +5,7 @@ tests/test_tool_calls.py). Developer tool: needs the oracle build.
     PYTHONPATH=. python testing/record_tool_calls.py [--no-check] [--only NAME ...] [--port-base 8231]
     PYTHONPATH=. python testing/record_tool_calls.py --targets     # tests/oracle/server/tool_call_targets.json
     PYTHONPATH=. python testing/record_tool_calls.py --calls       # tests/oracle/server/tool_call_answers.json
+    PYTHONPATH=. python testing/record_tool_calls.py --formats     # tests/oracle/server/tool_call_formats.json
 
 One session per template: SmolLM2-135M-Instruct Q4_1's own (written `$MODEL`), and the sdist's
 models/templates/*.jinja given with --chat-template-file (`$TEMPLATE:NAME`), every server run as
@@ -17,7 +18,9 @@ the history, and the refusals; on a template that supports tool calls, tool_choi
 into the prompt, the content parser, no grammar). With --calls: parsed tool calls on the templates of the
 autoparser's JSON-native format with per-call markers (tool_choice auto / required, few-shot histories SmolLM2
 answers with calls, parallel calls, streamed tool_calls deltas; bankml.grammar.chat_tools); two oracle runs
-differ in the calls' random ids only, which tests/server_replay.normalize blanks. Sampling is greedy except the
+differ in the calls' random ids only, which tests/server_replay.normalize blanks. With --formats: the autoparser's
+other JSON-native formats (section markers, arrays, ids, no marker, the name as the key; FORMATS), ten requests
+a template (format_steps). Sampling is greedy except the
 `seed` requests.
 """
 
@@ -243,14 +246,84 @@ def call_sessions() -> list[dict]:
              "steps": tool_call_steps()} for t in TOOL_CALL_FORMAT]
 
 
-def record_targets(model: str, ports: Ports) -> None:
+# The autoparser's other JSON-native shapes (bankml.grammar.chat_tools): no markers and "parameters" with the
+# OpenAI wrapper accepted (Llama 3.x), a section marker around an array with ids (Mistral Nemo), a section
+# marker around an array (Firefunction v2, Apriel 1.5), a section marker around bare objects (MiniMax-M1), a
+# section marker without an end and no parallel calls (GigaChat 3.1), the function name as the key (Apertus).
+FORMATS = ["MiniMax-M1.jinja", "fireworks-ai-llama-3-firefunction-v2.jinja", "GigaChat3.1-10B-A1.8B.jinja",
+           "unsloth-Apriel-1.5.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+           "meta-llama-Llama-3.1-8B-Instruct.jinja", "Apertus-8B-Instruct.jinja",
+           "meta-llama-Llama-3.2-3B-Instruct.jinja", "meta-llama-Llama-3.3-70B-Instruct.jinja"]
+
+# calls only in the history (no assistant text): SmolLM2 answers the third question with a call on MiniMax-M1,
+# Firefunction v2, GigaChat 3.1 and Apriel 1.5
+CALLS_ONLY = [user("Weather in Paris?"),
+              {"role": "assistant", "content": None, "tool_calls": [_call(1, "Paris")]},
+              {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+              user("Weather in Rome?"),
+              {"role": "assistant", "content": None, "tool_calls": [_call(2, "Rome")]},
+              {"role": "tool", "tool_call_id": "c2", "content": "24 C"},
+              user("Weather in Berlin?")]
+
+
+def format_steps() -> list[dict]:
+    """Ten requests a template (the machine's load keeps the sessions short): tool_choice auto and required on
+    a history of calls, streamed and not, a call cut by the token limit, parallel calls with logprobs, the
+    few-shot histories of tool_call_steps, a content answer, seeded sampling."""
+    return [
+        chat(CALLS_ONLY, TOOLS, 40, tool_choice="auto"),
+        chat(CALLS_ONLY, TOOLS, 40, tool_choice="required"),
+        chat(CALLS_ONLY, TOOLS, 40, tool_choice="auto", stream=True, stream_options={"include_usage": True}),
+        chat(CALLS_ONLY, TOOLS, 40, tool_choice="required", stream=True),
+        chat(CALLS_ONLY, TOOLS, 12, tool_choice="auto"),
+        chat(CALLS_ONLY, TWO, 40, tool_choice="auto", parallel_tool_calls=True, logprobs=True, top_logprobs=2),
+        chat(FEWSHOT, TOOLS, 32, tool_choice="auto"),
+        chat(FEWSHOT_TWO, TWO, 48, tool_choice="required", parallel_tool_calls=True, stream=True),
+        chat(ASK, TOOLS, 16, tool_choice="auto"),
+        chat(CALLS_ONLY, TOOLS, 40, tool_choice="required", temperature=0.9, seed=11, stream=True),
+    ]
+
+
+def _nine_char_ids(step: dict) -> dict:
+    """The same request with the history's call ids made 9 alphanumeric characters ("c1" -> "call00001"), as
+    Mistral Nemo's template requires."""
+    step = json.loads(json.dumps(step))
+    for m in step["body"]["messages"]:
+        for c in m.get("tool_calls") or []:
+            c["id"] = "call0000" + c["id"][1:]
+        if m.get("tool_call_id"):
+            m["tool_call_id"] = "call0000" + m["tool_call_id"][1:]
+    return step
+
+
+def format_sessions() -> list[dict]:
+    out = []
+    for t in FORMATS:
+        steps = format_steps()
+        if "Mistral-Nemo" in t:
+            steps = [_nine_char_ids(s) for s in steps]
+        out.append({"name": _name(t).replace("tools_", "calls_", 1),
+                    "flags": flags("--chat-template-file", "$TEMPLATE:" + t),
+                    "note": f"{t} (JSON-native tool calls): tool_choice auto / required", "steps": steps})
+    return out
+
+
+def record_targets(model: str, ports: Ports, only=()) -> None:
     """What bankml does not reproduce yet, kept as the target of the next step: for each template that supports
     tool calls, llama-server's answer (verbose: the grammar, its laziness and triggers, the preserved tokens)
     to tool_choice auto and required on a few-shot history SmolLM2 answers with a call. Not replayed (bankml
     refuses these requests with its 501); tests/test_tool_calls.py checks that refusal."""
     out = []
-    for t in TARGETS:
+    path = OUT / "tool_call_targets.json"
+    old = {s["template"]: s for s in json.loads(path.read_text())} if path.exists() else {}
+    for t in TARGETS + [f for f in FORMATS if f not in TARGETS]:
+        if only and t not in only:
+            if t in old:
+                out.append(old[t])
+            continue
         steps = [chat(FEWSHOT, TOOLS, 30, tool_choice=c, verbose=True) for c in ("auto", "required")]
+        if "Mistral-Nemo" in t:
+            steps = [_nine_char_ids(s) for s in steps]
         sess = {"name": _name(t), "flags": flags("--chat-template-file", "$TEMPLATE:" + t), "steps": steps}
         played = play(sess, model, ports.next())
         rec = []
@@ -270,7 +343,7 @@ def record_targets(model: str, ports: Ports) -> None:
         print(f"{sess['name']}: {[r['status'] for r in rec]} "
               f"{[r.get('choice', {}).get('finish_reason') for r in rec]}", flush=True)
         out.append({"name": sess["name"], "template": t, "flags": sess["flags"], "steps": rec})
-    (OUT / "tool_call_targets.json").write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+    path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
 
 def _stable_play(sess: dict, model: str, ports: Ports, check: bool) -> list[dict] | None:
@@ -289,16 +362,19 @@ def main() -> None:
     ap.add_argument("--port-base", type=int, default=8231)
     ap.add_argument("--targets", action="store_true")
     ap.add_argument("--calls", action="store_true", help="the parsed tool-call sessions, into tool_call_answers.json")
+    ap.add_argument("--formats", action="store_true",
+                    help="the other JSON-native formats' sessions, into tool_call_formats.json")
     args = ap.parse_args()
     model = str(model_path("smollm2"))
     ports = Ports(args.port_base)
     if args.targets:
-        record_targets(model, ports)
+        record_targets(model, ports, args.only)
         return
-    path = OUT / ("tool_call_answers.json" if args.calls else "tool_calls.json")
+    path = OUT / ("tool_call_formats.json" if args.formats else "tool_call_answers.json" if args.calls
+                  else "tool_calls.json")
     old = {s["name"]: s for s in json.loads(path.read_text())} if path.exists() else {}
     out = []
-    for sess in (call_sessions() if args.calls else sessions()):
+    for sess in (format_sessions() if args.formats else call_sessions() if args.calls else sessions()):
         if args.only and sess["name"] not in args.only:
             if sess["name"] in old:
                 out.append(old[sess["name"]])

@@ -3,6 +3,9 @@
 - llama-server's recorded answers (tests/oracle/server/tool_calls.json, recorded by testing/record_tool_calls.py)
   replayed in order on a fresh bankml-serve per template: identical after tests/server_replay.normalize (the
   chatcmpl id; streams chunk by chunk; logprobs float for float).
+- The parsed tool calls of tool_call_answers.json (per-call markers) and tool_call_formats.json (the other
+  JSON-native formats) replayed the same way (the calls' random ids blanked); the grammars of
+  tool_call_targets.json.
 - Which requests are served and which are refused (501 naming the format), template by template.
 - The real `openai` client with tools against bankml-serve.
 """
@@ -19,8 +22,12 @@ from bankml.chat.tools import refusal
 
 SESSIONS = sr.load("tool_calls.json")
 CALL_SESSIONS = sr.load("tool_call_answers.json")
+FORMAT_SESSIONS = sr.load("tool_call_formats.json")
 SERVED = ("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
-          "Qwen-Qwen2.5-7B-Instruct.jinja")
+          "Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
+          "meta-llama-Llama-3.2-3B-Instruct.jinja", "meta-llama-Llama-3.3-70B-Instruct.jinja",
+          "mistralai-Mistral-Nemo-Instruct-2407.jinja", "fireworks-ai-llama-3-firefunction-v2.jinja",
+          "unsloth-Apriel-1.5.jinja", "MiniMax-M1.jinja", "GigaChat3.1-10B-A1.8B.jinja", "Apertus-8B-Instruct.jinja")
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
 
 
@@ -61,11 +68,13 @@ def test_served_and_refused_by_template():
     for name in SERVED:
         for choice in ("auto", "none", "required"):
             assert _decide(src[name], choice) is None, (name, choice)
-    # other formats: only "none" is served
-    llama = src["meta-llama-Llama-3.1-8B-Instruct.jinja"]
-    assert _decide(llama, "none") is None
-    assert _decide(llama, "required") == ("tool calls (tool_choice required) in the chat format the autoparser "
-                                          "derives from this template (peg-native) are not reproduced by bankml yet")
+    # other formats (TAG_WITH_JSON: Functionary v3.1; JSON-native with the content wrapped: Command R+): only
+    # "none" is served
+    for name in ("meetkai-functionary-medium-v3.1.jinja", "CohereForAI-c4ai-command-r-plus-tool_use.jinja"):
+        assert _decide(src[name], "none") is None
+        assert _decide(src[name], "required") == (
+            "tool calls (tool_choice required) in the chat format the autoparser derives from this template "
+            "(peg-native) are not reproduced by bankml yet")
     # a template that thinks stays refused even in the same format (Qwen3)
     assert _decide(src["Qwen-Qwen3-0.6B.jinja"], "auto").endswith("are not reproduced by bankml yet")
     # a specialized handler is refused for any tool_choice, by name
@@ -102,9 +111,10 @@ def test_openai_client_with_tools(smollm2_path):
 def test_targets_are_served_or_refused_by_name():
     """tool_call_targets.json (testing/record_tool_calls.py --targets): llama-server's tool-call answers, with the
     grammar, its triggers and the parsed calls, on templates that support tool calls. The JSON-native format
-    with per-call markers (Hermes 2 Pro, Qwen 2.5) is served: its grammar is llama-server's text (but the number
-    in the until-N rules' names), lazy under "auto" with the word trigger; every other format is refused
-    (501, naming the format), never answered differently."""
+    (Hermes 2 Pro, Qwen 2.5) and the other JSON-native shapes (Llama 3.x, Mistral Nemo, Firefunction v2, Apriel
+    1.5, MiniMax-M1, GigaChat 3.1, Apertus) are served: the grammar is llama-server's text (but the number in the
+    until-N rules' names), lazy under "auto" with its word triggers, or absent where the format has no marker;
+    every other format is refused (501, naming the format), never answered differently."""
     import re
     from bankml.grammar import chat_tools
     from bankml.chat.request import ServerChatOptions, parse_chat_request
@@ -126,7 +136,7 @@ def test_targets_are_served_or_refused_by_name():
             tc = chat_tools.tool_calls(req.inputs.tools, req.chat.tool_format, req.chat.generation_prompt,
                                        req.inputs.tool_choice, req.inputs.parallel_tool_calls)
             until = (lambda g: re.sub(r"until-[0-9]+", "until-N", g))
-            assert until(tc.grammar) == until(step["grammar"]), target["name"]
+            assert until(tc.grammar) == until(step["grammar"] or ""), target["name"]
             assert (tc.lazy, tc.triggers) == (step["grammar_lazy"], step["grammar_triggers"])
             calls += bool(step.get("choice", {}).get("message", {}).get("tool_calls"))
     assert calls > 0
@@ -183,3 +193,57 @@ def test_parse_and_stream_deltas():
     args = "".join(d["tool_calls"][0].get("function", {}).get("arguments", "") for d in out if "tool_calls" in d)
     assert args == '{"city": "Berlin"}'
     assert sum("name" in d["tool_calls"][0].get("function", {}) for d in out if "tool_calls" in d) == 1
+
+
+def test_other_formats_recorded():
+    """tool_call_formats.json covers the other JSON-native shapes, with parsed calls (streamed and not) and
+    answers finished "tool_calls"; with tool_call_answers.json, 150+ tool-call requests in all."""
+    steps = [s for sess in FORMAT_SESSIONS for s in sess["steps"]]
+    assert len(FORMAT_SESSIONS) >= 7 and len(steps) >= 70
+    assert len(steps) + sum(len(s["steps"]) for s in CALL_SESSIONS) >= 150
+    finals = [s["answer"]["json"]["choices"][0] for s in steps if isinstance(s["answer"].get("json"), dict)
+              and s["answer"]["json"].get("choices")]
+    assert sum(bool(c["message"].get("tool_calls")) for c in finals) >= 10
+    assert sum(c["finish_reason"] == "tool_calls" for c in finals) >= 5
+    events = [e["data"] for s in steps if "sse" in s["answer"] for e in s["answer"]["sse"]
+              if isinstance(e, dict) and isinstance(e.get("data"), dict)]
+    assert sum(bool(d.get("choices")) and "tool_calls" in d["choices"][0].get("delta", {}) for d in events) >= 10
+
+
+@pytest.mark.slow
+@pytest.mark.oracle
+@pytest.mark.parametrize("session", FORMAT_SESSIONS, ids=[s["name"] for s in FORMAT_SESSIONS])
+def test_other_json_format_session_replays_identically(session, smollm2_path):
+    """tool_call_formats.json (record_tool_calls.py --formats): llama-server's answers in the autoparser's other
+    JSON-native shapes, replayed on a fresh bankml-serve: identical but the random ids of calls without one."""
+    problems = sr.replay(session, str(smollm2_path))
+    assert not problems, f"{session['name']} ({len(problems)} differences):\n" + "\n".join(problems[:8])
+
+
+def test_parse_section_array_ids_and_name_as_key():
+    """The shapes beyond per-call markers: a section marker around an array of calls with ids (Mistral Nemo),
+    no marker and the OpenAI wrapper member (Llama 3.x), the function name as the key (Apertus)."""
+    from bankml.chat.analysis import ToolFormat
+    from bankml.chat.messages import Tool
+    from bankml.grammar import chat_tools
+    tools = [Tool("get_weather", "", '{"type": "object", "properties": {"city": {"type": "string"}}}')]
+    nemo = ToolFormat(mode="json_native", section_start="[TOOL_CALLS]", name_field="name", args_field="arguments",
+                      id_field="id", tools_array_wrapped=True, parameter_order=["name", "arguments", "id"])
+    tc = chat_tools.tool_calls(tools, nemo, "[/INST]", "auto", True)
+    assert tc.lazy and tc.triggers == [{"type": 1, "value": "[TOOL_CALLS]"}]
+    m = tc.parse('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}, "id": "call00003"}, '
+                 '{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": 7}]', False)
+    assert [(c.name, c.arguments, c.id) for c in m.tool_calls] == [
+        ("get_weather", '{"city": "Rome"}', "call00003"), ("get_weather", '{"city": "Oslo"}', "7")]
+    llama = ToolFormat(mode="json_native", name_field="name", args_field="parameters",
+                       parameter_order=["name", "parameters"], openai_wrapper_trigger=True)
+    tc = chat_tools.tool_calls(tools, llama, "", "auto", False)
+    assert (tc.grammar, tc.lazy, tc.triggers) == ("", False, [])      # no marker: no grammar under "auto"
+    m = tc.parse('Sure {"type": "function", "name": "get_weather", "parameters": {"city": "Rome"}}', False)
+    assert m.content == "Sure " and m.tool_calls[0].arguments == '{"city": "Rome"}'
+    assert chat_tools.tool_calls(tools, llama, "", "required", False).triggers == []
+    apertus = ToolFormat(mode="json_native", section_start="<|tools_prefix|>", section_end="<|tools_suffix|>",
+                         fun_name_is_key=True, tools_array_wrapped=True)
+    tc = chat_tools.tool_calls(tools, apertus, "", "auto", True)
+    m = tc.parse('<|tools_prefix|>[{"get_weather": {"city": "Rome"}}]<|tools_suffix|>', False)
+    assert [(c.name, c.arguments) for c in m.tool_calls] == [("get_weather", '{"city": "Rome"}')]

@@ -388,15 +388,18 @@ class ToolFormat:
     fun_name_is_key: bool = False
     tools_array_wrapped: bool = False
     parameter_order: list = field(default_factory=list)
+    openai_wrapper_trigger: bool = False     # the workaround for templates asking for {"name", "parameters"}
+    content_plain: bool = False              # analyze_content found the content unwrapped (PLAIN)
 
     @property
-    def per_call_json(self) -> bool:
-        """The shape bankml.grammar.chat_tools builds: JSON objects with flat name / arguments keys between
-        per-call markers, no section markers, ids or wrapping array."""
-        return (self.mode == "json_native" and not self.section_start and bool(self.per_call_start)
-                and bool(self.per_call_end) and not self.fun_name_is_key and not self.tools_array_wrapped
-                and not self.function_field and not self.id_field and not self.gen_id_field
-                and self.name_field == "name" and self.args_field == "arguments")
+    def served_json(self) -> bool:
+        """The JSON-native shapes bankml.grammar.chat_tools builds: flat keys (name, arguments, optional ids in
+        the template's order) or the function name as the key, between per-call or section markers (or none),
+        in an array or not. Not: nested keys (`function.name`)."""
+        nested = "." in self.name_field or "." in self.args_field or (
+            bool(self.function_field) and self.function_field != "function")
+        return (self.mode == "json_native" and not nested and (self.fun_name_is_key or bool(self.name_field))
+                and self.content_plain)
 
 
 def _tools_compare(tmpl: ParsedTemplate, first: list, second: list):
@@ -443,7 +446,25 @@ def analyze_tools(tmpl: ParsedTemplate, r: Reasoning, supports_parallel: bool) -
             f.section_start = f.section_end = ""
     f.section_end = f.section_end.strip(" \t\n\v\f\r")
     f.per_call_end = f.per_call_end.strip(" \t\n\v\f\r")
+    # the autoparser's workaround for templates that ask for {"name": ..., "parameters": ...}: the model may
+    # write the OpenAI wrapper's "type" member first
+    f.content_plain = _content_plain(tmpl)
+    if b'Respond in the format {"name": function name' in tmpl.source and b"Do not use variables." in tmpl.source:
+        f.openai_wrapper_trigger = True
     return f
+
+
+def _content_plain(tmpl: ParsedTemplate) -> bool:
+    """analyze_content's first finding: an assistant message's content renders bare (content_mode PLAIN) when
+    what a tool call replaces is the content alone. Command R+'s workaround wraps it in <|CHATBOT_TOKEN|> ...
+    <|END_OF_TURN_TOKEN|> whatever the renders show."""
+    if b"<|CHATBOT_TOKEN|>" in tmpl.source and b"<|END_OF_TURN_TOKEN|>" in tmpl.source:
+        return False
+    plain = {"role": "assistant", "content": _ASSISTANT_MSG}
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call00001", "type": "function", "function": {"name": "test_func", "arguments": {"arg1": "value1"}}}]}
+    cmp = _tools_compare(tmpl, [plain], [call])
+    return cmp is not None and trim(cmp[0]["left"]) == _ASSISTANT_MSG.encode()
 
 
 def _json_native_fields(f: ToolFormat, clean: bytes) -> None:

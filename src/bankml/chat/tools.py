@@ -3,9 +3,11 @@ and the refusal of the others.
 
 Owns the decision the chat family makes once the template step has run (bankml.chat.request): a request with
 `tools` is served when llama-server's answer to it is the template's plain content answer, or when its
-tool-call format is the autoparser's JSON-native format with per-call markers (bankml.grammar.chat_tools builds
-that grammar and parser; Hermes 2 Pro, Hermes 3, Qwen 2.5), and refused (501, naming the template's format)
-where llama-server would build another tool-call grammar and parser, which bankml does not reproduce yet.
+tool-call format is one of the autoparser's JSON-native formats bankml.grammar.chat_tools builds (per-call
+markers: Hermes 2 Pro, Hermes 3, Qwen 2.5, Granite 4.0; no marker: Llama 3.x; section markers: Mistral Nemo,
+Firefunction v2, Apriel 1.5, MiniMax-M1, GigaChat 3.1; the name as the key: Apertus) with the content unwrapped,
+and refused (501, naming the template's format) where llama-server would build another tool-call grammar and
+parser, which bankml does not reproduce yet.
 Must not know: HTTP, tokens, sampling, how the template renders the tools into the prompt (bankml.chat.template
 does, for every request).
 
@@ -24,7 +26,7 @@ common_chat_templates_apply_jinja, then the differential autoparser):
 - `parallel_tool_calls` only reaches the template (and the tool grammar, which these requests do not have).
 
 Everything else (a template that supports tool calls in another format, with tool_choice "auto" or
-"required"; any specialized
+"required": TAG_WITH_JSON, TAG_WITH_TAGGED, nested keys, wrapped content (Command R+); any specialized
 handler: gpt-oss, Functionary v3.2, Qwen3-Coder, ...; and any template that thinks, whose reasoning / wrapped
 content parse with tools did not replay: SmolLM3, DeepSeek R1, Granite 3.3, Command R7B, where llama-server
 answers a 500 "does not match the expected peg-native format") is refused by `refusal()`.
@@ -47,12 +49,12 @@ def served_without_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[
 
 def served_with_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> bool:
     """True when llama-server builds a tool-call grammar and parser bankml reproduces: the generic path, a
-    template that does not think, and the autoparser's JSON-native format with per-call markers
-    (bankml.grammar.chat_tools), tool_choice auto or required."""
+    template that does not think, and one of the autoparser's JSON-native formats bankml.grammar.chat_tools
+    builds (ToolFormat.served_json), tool_choice auto or required."""
     fmt = chat.tool_format
     return (bool(inputs.tools) and inputs.tool_choice in ("auto", "required") and chat.handler == "generic"
             and not chat.supports_thinking and caps.get("supports_tool_calls", False)
-            and fmt is not None and fmt.per_call_json)
+            and fmt is not None and fmt.served_json)
 
 
 def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_tools: bool = True) -> str | None:

@@ -1,33 +1,45 @@
 """Tool calls in a chat answer: the grammar llama-server b11192 builds for a request with `tools`, and the
 message (content + tool_calls) it parses out of the output.
 
-Owns one of the autoparser's tool-call formats, JSON_NATIVE with per-call markers (the analysis that finds
-it is bankml.chat.analysis.analyze_tools): each call is a JSON object between the markers, e.g.
+Owns the autoparser's JSON-native tool-call formats (the analysis that finds them is
+bankml.chat.analysis.analyze_tools): each call is a JSON object, e.g.
 
-    <tool_call>
-    {"name": "get_weather", "arguments": {"city": "Berlin"}}
-    </tool_call>
+    <tool_call>\n{"name": "get_weather", "arguments": {"city": "Berlin"}}\n</tool_call>     Hermes 2 Pro / 3, Qwen 2.5,
+                                                                                          Granite 4.0 (per-call markers)
+    {"name": "get_weather", "parameters": {"city": "Berlin"}}                             Llama 3.x (no marker)
+    [TOOL_CALLS][{"name": "get_weather", "arguments": {...}, "id": "abc123def"}]           Mistral Nemo (section, array, id)
+    functools[{...}] / <tool_calls>[{...}]</tool_calls> / <tool_calls>\n{...}</tool_calls>  Firefunction v2, Apriel 1.5,
+                                                                                          MiniMax-M1 (section markers)
+    <|function_call|>{...}                                                                GigaChat 3.1 (no end marker)
+    <|tools_prefix|>[{"get_weather": {"city": "Berlin"}}]<|tools_suffix|>                 Apertus (the name as the key)
 
-as Hermes 2 Pro, Hermes 3 and Qwen 2.5 render it. The parser (chat-auto-parser-generator.cpp's JSON-native
-builder over chat-peg-parser.cpp's standard_json_tools, flat keys) is, in words:
+The parser (chat-auto-parser-generator.cpp's JSON-native builder over chat-peg-parser.cpp's
+standard_json_tools) is, in words:
 
-    <generation prompt> space  [ content: anything up to the call marker ]  tool-calls  end
-    tool-calls (a trigger rule) = one or more of ( tool-call space ), each tool-call optional under "auto"
-    tool-call  (a trigger rule) = marker space CALL [ space "," space CALL ]* (the list only with
-                                  parallel_tool_calls) space end-marker
-    CALL = one rule "tool-<name>" per tool: "{" then the name and arguments members in the template's order
-           ("name": "<the tool's name>", kept whole or not at all while streaming; "arguments": the tool's
-           parameters schema over a JSON value), then "}"
+    <generation prompt> space  [ content: anything up to the first marker, or "{" without one ]  TOOLS  end
+    per-call markers: TOOLS = rule "tool-calls" (trigger) = one or more of ( tool-call space )
+    otherwise:        TOOLS = tool-call
+    tool-call (a trigger rule; optional unless tool_choice is "required") = start space CALLS space end-marker,
+          start / end the per-call or the section markers; CALLS = CALL [ space "," space CALL ]* (the list
+          only with parallel_tool_calls), inside "[" ... "]" where the template writes an array
+    CALL = one rule "tool-<name>" per tool: "{" [ "type": "function", where the template asks for
+           {"name", "parameters"} ] then the name, arguments and id members in the template's order, comma
+           separated (an id member optional; its value a string or a number), "}"; or, with the name as the
+           key, "{" "<name>" ":" arguments "}"
 
-Under tool_choice "auto" the grammar is lazy: its root is the choice of the trigger rules (`tool-call |
-tool-calls`), started by the word trigger on the call marker; under "required" it is the whole parser printed,
-fed the generation prompt first. Mapping the parse tree (common_chat_peg_mapper): the content tag's text is
-the content; a call opens at its "{", is added once its name is complete (arguments "{" until the arguments'
-text starts), and its arguments are the JSON text as generated, trailing whitespace cut.
+The name's string is kept whole or not at all while streaming (PEG `atomic`); the arguments are the tool's
+parameters schema over a JSON value. Under tool_choice "auto" the grammar is lazy: its root is the choice of
+the trigger rules, started by a word trigger on the first marker (and on `{"type": "function",` where the
+template asks for the wrapper); a format without a marker (Llama 3.x) has no grammar under "auto" (the answer
+is sampled freely and parsed). Under "required" it is the whole parser printed, fed the generation prompt
+first. Mapping the parse tree (common_chat_peg_mapper): the content tag's text is the content; a call opens
+at its "{", is added once its name is complete (arguments "{" until the arguments' text starts), its
+arguments are the JSON text as generated (trailing whitespace cut) and its id the id member's text.
 
 Not reproduced byte for byte: the number in the names of the `until-N` rules (llama.cpp numbers them by the
-parser's index in its arena); the language is the same, so sampling is.
-Must not know: HTTP, ids, streaming (bankml.server.api.families.oai_chat diffs the parsed messages).
+parser's index in its arena); the language is the same, so sampling is. Not built: nested keys
+(`"function": {"name", "arguments"}`), which bankml.chat.tools refuses.
+Must not know: HTTP, random ids, streaming (bankml.server.api.families.oai_chat diffs the parsed messages).
 """
 
 from __future__ import annotations
@@ -66,38 +78,105 @@ def _params_schema(parameters: str):
     return p
 
 
-def json_native_arena(tools, fmt, generation_prompt: str, required: bool, parallel: bool) -> Arena:
-    """The autoparser's parser for `fmt` (a bankml.chat.analysis.ToolFormat of mode json_native with per-call
-    markers, flat name / arguments keys) over `tools` (bankml.chat.messages.Tool)."""
-    a = Arena()
+def _field(a: Arena, key: str, value: Peg) -> Peg:
+    ws = Peg("space")
+    return a.seq(a.literal('"' + key + '"'), ws, a.literal(":"), ws, value)
+
+
+def _id_member(a: Arena, key: str, number: bool = True) -> Peg:
+    """An id member: `"key": "<string>"` (or a JSON number where `number`), its value tagged tool-id, kept
+    whole or not at all (atomic)."""
+    quoted = a.seq(a.literal('"'), a.tag("tool-id", Peg("string", '"')), a.literal('"'))
+    value = a.choice(quoted, a.tag("tool-id", a.json_number())) if number else quoted
+    return a.atomic(_field(a, key, value))
+
+
+def _args(a: Arena, t) -> Peg:
+    node = js.build_document(_params_schema(t.parameters))
+    return a.tag("tool-args", Peg("schema", f"tool-{t.name}-schema", children=[a.json()], node=node))
+
+
+def _flat_call(a: Arena, t, fmt, name_key: str, args_key: str) -> Peg:
+    """build_json_tools_flat_keys: "{", the optional OpenAI `"type": "function",`, then the name, arguments and
+    id members in the template's order (comma-separated; an id member optional), "}"."""
+    ws = Peg("space")
+    name = _field(a, name_key, a.atomic(a.seq(a.literal('"'), a.tag("tool-name", a.literal(t.name)),
+                                                a.literal('"'))))
+    pairs = [(name, name_key), (_field(a, args_key, _args(a, t)), args_key)]
+    if fmt.id_field:
+        pairs.append((a.rep(_id_member(a, fmt.id_field), 0, 1), fmt.id_field))
+    if fmt.gen_id_field:
+        pairs.append((a.rep(_id_member(a, fmt.gen_id_field), 0, 1), fmt.gen_id_field))
+    order = fmt.parameter_order
+    pairs.sort(key=lambda pk: order.index(pk[1]) if pk[1] in order else len(order))
+    parts = [a.tag("tool-open", a.literal("{")), ws]
+    if fmt.openai_wrapper_trigger:
+        parts.append(a.rep(a.seq(a.literal('"type"'), ws, a.literal(":"), ws, a.literal('"function"'), ws,
+                                 a.literal(","), ws), 0, 1))
+    for i, (pp, _) in enumerate(pairs):
+        parts.append(pp)
+        if i < len(pairs) - 1:
+            parts += [ws, a.literal(","), ws]
+    parts += [ws, a.tag("tool-close", a.literal("}"))]
+    return a.seq(*parts)
+
+
+def _name_is_key_call(a: Arena, t, fmt) -> Peg:
+    """build_json_tools_function_is_key: `{"<name>": <arguments>}` (the template keeps no other field)."""
+    ws = Peg("space")
+    inner = []
+    if fmt.id_field:
+        inner.append(a.rep(a.seq(_id_member(a, fmt.id_field, number=False), ws,
+                                 a.rep(a.seq(a.literal(","), ws), 0, 1)), 0, 1))
+    if fmt.gen_id_field:
+        inner.append(a.rep(a.seq(_id_member(a, fmt.gen_id_field), ws, a.rep(a.seq(a.literal(","), ws), 0, 1)),
+                           0, 1))
+    inner.append(_field(a, fmt.args_field or "arguments", _args(a, t)) if fmt.args_field else _args(a, t))
+    if not fmt.args_field and len(inner) == 1:
+        obj = inner[0]
+    else:
+        parts = [a.literal("{"), ws]
+        for i, f in enumerate(inner):
+            parts.append(f)
+            if i < len(inner) - 1:
+                parts.append(ws)
+        obj = a.seq(*parts, ws, a.literal("}"))
+    return a.seq(a.tag("tool-open", a.literal("{")), ws, a.literal('"'), a.tag("tool-name", a.literal(t.name)),
+                 a.literal('"'), ws, a.literal(":"), ws, obj, ws, a.tag("tool-close", a.literal("}")))
+
+
+def _standard_json_tools(a: Arena, tools, fmt, start: str, end: str, required: bool, parallel: bool) -> Peg:
+    """standard_json_tools: one rule "tool-<name>" per tool, a comma-separated list of them with parallel calls,
+    "[" ... "]" where the template wraps calls in an array, between `start` and `end` (trigger rule
+    "tool-call"), optional unless tool_choice is "required"."""
     ws = Peg("space")
     choices = []
     for t in tools:
-        node = js.build_document(_params_schema(t.parameters))
-        name = a.seq(a.literal('"' + fmt.name_field + '"'), ws, a.literal(":"), ws,
-                     a.atomic(a.seq(a.literal('"'), a.tag("tool-name", a.literal(t.name)), a.literal('"'))))
-        args = a.seq(a.literal('"' + fmt.args_field + '"'), ws, a.literal(":"), ws,
-                     a.tag("tool-args", Peg("schema", f"tool-{t.name}-schema", children=[a.json()], node=node)))
-        pairs = sorted([(name, fmt.name_field), (args, fmt.args_field)],
-                       key=lambda pk: fmt.parameter_order.index(pk[1]) if pk[1] in fmt.parameter_order
-                       else len(fmt.parameter_order))
-        parts = [a.tag("tool-open", a.literal("{")), ws]
-        for i, (pp, _) in enumerate(pairs):
-            parts.append(pp)
-            if i < len(pairs) - 1:
-                parts += [ws, a.literal(","), ws]
-        parts += [ws, a.tag("tool-close", a.literal("}"))]
-        body = a.seq(*parts)
+        body = _name_is_key_call(a, t, fmt) if fmt.fun_name_is_key else \
+            _flat_call(a, t, fmt, fmt.name_field or "name", fmt.args_field or "arguments")
         choices.append(a.rule("tool-" + t.name, lambda body=body: a.tag("tool", body)))
     choice = a.choice(*choices)
     calls = choice
     if parallel:
         calls = a.seq(calls, a.rep(a.seq(ws, a.literal(","), ws, choice), 0, -1))
-    section = a.rule("tool-call", lambda: a.seq(a.literal(fmt.per_call_start), ws, calls, ws,
-                                                a.literal(fmt.per_call_end)), trigger=True)
-    single = section if required else a.rep(section, 0, 1)
-    tool_calls = a.rule("tool-calls", lambda: a.rep(a.seq(single, ws), 1, -1), trigger=True)
-    body = a.seq(a.eps(), a.rep(a.tag("content", a.until(fmt.per_call_start)), 0, 1), tool_calls, Peg("end"))
+    if fmt.tools_array_wrapped:
+        calls = a.seq(a.literal("["), ws, calls, ws, a.literal("]"))
+    section = a.rule("tool-call", lambda: a.seq(a.literal(start), ws, calls, ws, a.literal(end)), trigger=True)
+    return section if required else a.rep(section, 0, 1)
+
+
+def json_native_arena(tools, fmt, generation_prompt: str, required: bool, parallel: bool) -> Arena:
+    """The autoparser's parser for `fmt` (a bankml.chat.analysis.ToolFormat of mode json_native that
+    `fmt.served_json` accepts) over `tools` (bankml.chat.messages.Tool): build_tool_parser_json_native."""
+    a = Arena()
+    ws = Peg("space")
+    if not fmt.section_start and fmt.per_call_start:
+        single = _standard_json_tools(a, tools, fmt, fmt.per_call_start, fmt.per_call_end, required, parallel)
+        tools_parser = a.rule("tool-calls", lambda: a.rep(a.seq(single, ws), 1, -1), trigger=True)
+    else:
+        tools_parser = _standard_json_tools(a, tools, fmt, fmt.section_start, fmt.section_end, required, parallel)
+    tool_start = fmt.section_start or fmt.per_call_start or "{"
+    body = a.seq(a.eps(), a.rep(a.tag("content", a.until(tool_start)), 0, 1), tools_parser, Peg("end"))
     prefix = a.literal(generation_prompt) if generation_prompt else a.eps()
     a.root = a.seq(prefix, ws, body)
     return a
@@ -137,6 +216,11 @@ def _map(nodes, s: bytes) -> ToolMessage:
         elif tag == "tool-open":
             st["pending"] = st["current"] = ToolCall()
             st["buffer"] = ""
+        elif tag == "tool-id" and st["current"] is not None:
+            t = text(start, end).rstrip(" \t\n\r")
+            if len(t) >= 2 and t[0] == '"' and t[-1] == '"':
+                t = t[1:-1]
+            st["current"].id = t
         elif tag == "tool-name" and st["current"] is not None:
             cur = st["current"]
             cur.name = text(start, end).rstrip()
@@ -203,15 +287,21 @@ class ChatToolCalls:
 
 def tool_calls(tools, fmt, generation_prompt: str, tool_choice: str, parallel: bool) -> ChatToolCalls:
     """The grammar and parser for a request's tools under `fmt`. Raises SchemaError with the chat prefix
-    (400) where a tool's parameters schema does not convert."""
+    (400) where a tool's parameters schema does not convert. No grammar (grammar "") under "auto" where the
+    format has no marker to trigger on (Llama 3.x): the answer is then sampled freely and parsed."""
     required = tool_choice == "required"
+    marker = fmt.section_start or fmt.per_call_start
     try:
         arena = json_native_arena(tools, fmt, generation_prompt, required, parallel)
         lazy = not required
-        grammar = arena_grammar(arena, lazy)
+        grammar = arena_grammar(arena, lazy) if required or marker else ""
     except SchemaError as e:
         raise SchemaError(CHAT_PARSER_ERROR + e.message) from None
-    triggers = [{"type": TRIGGER_WORD, "value": fmt.per_call_start}] if lazy else []
+    if not grammar:
+        return ChatToolCalls("", False, [], generation_prompt, arena)
+    triggers = [{"type": TRIGGER_WORD, "value": marker}] if lazy else []
+    if lazy and fmt.openai_wrapper_trigger:
+        triggers.append({"type": TRIGGER_WORD, "value": '{"type": "function",'})
     return ChatToolCalls(grammar, lazy, triggers, generation_prompt, arena)
 
 

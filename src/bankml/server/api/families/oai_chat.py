@@ -52,8 +52,8 @@ class ChatState:
         if msg is None or msg.empty():
             return None
         for i, call in enumerate(msg.tool_calls):   # set_tool_call_ids
-            if i >= len(self.ids):
-                self.ids.append(tool_call_id())
+            if i >= len(self.ids):                    # the parsed id, or a random one
+                self.ids.append(call.id or tool_call_id())
             call.id = self.ids[i]
         return msg
 
@@ -164,7 +164,11 @@ def _chunk(choices, model, cmpl_id, t) -> dict:
 
 def chat_final(res: Final, params, model: str, cmpl_id: str, state: ChatState, index: int = 0) -> dict:
     if state.tools is not None:
-        msg = state.final_message(res.content)
+        from ....errors import SchemaError
+        try:
+            msg = state.final_message(res.content)
+        except SchemaError as e:        # the final parse failed: llama-server's handler answers 500
+            raise Refusal(500, e.message) from None
         message = _message_json(msg) if msg is not None else {"role": "assistant", "content": text(res.content)}
     else:
         message = {"role": "assistant", "content": state.parse(res.content, False)}
@@ -287,8 +291,9 @@ class OAIChat(Family):
                                        req.inputs.tool_choice, req.inputs.parallel_tool_calls)
         except SchemaError as e:
             raise Refusal(400, e.message) from None
-        data["grammar"] = tc.grammar
-        data["grammar_type"] = TOOL_CALLS
+        if tc.grammar:
+            data["grammar"] = tc.grammar
+            data["grammar_type"] = TOOL_CALLS
         data["grammar_lazy"] = tc.lazy
         data["grammar_triggers"] = tc.triggers
         return tc
