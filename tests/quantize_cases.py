@@ -69,3 +69,12 @@ def decode_cases() -> dict[str, tuple[str, np.ndarray, int]]:
             raw[:, :2 * n_scales] = s.view(np.uint8).reshape(n_blocks, 2 * n_scales)
         out[f"{tname.lower()}_random"] = (tname, raw.reshape(-1), rows)
     return out
+
+
+def bonsai_derived(src, dst, tname: str):
+    """The Q2_0 / Q1_0 test file of `src` (the qwen3 re-description) as the forward records were made of it:
+    `bankml quantize SRC DST Q2_0`, or Q1_0 with Q1_0_OVERRIDES (tests/test_quantize.py shows the bytes are
+    llama-quantize's)."""
+    from bankml.models import quantize
+    tts = [tuple(t.split("=", 1)) for t in Q1_0_OVERRIDES] if tname == "Q1_0" else None
+    return quantize.convert(src, dst, tname, tensor_types=tts, progress=False)
