@@ -10,7 +10,8 @@ set -euo pipefail
 ORACLE_DIR=${BANKML_ORACLE_DIR:-$HOME/.cache/bankml/oracle}
 VERSION=11192.0.0
 BIN="$ORACLE_DIR/build/bin"
-if [[ "${1:-}" != "--force" && -x "$BIN/llama-server" && -e "$BIN/libllama.so" && -e "$BIN/libggml-cpu.so" ]]; then
+if [[ "${1:-}" != "--force" && -x "$BIN/llama-server" && -x "$BIN/llama-quantize" && -e "$BIN/libllama.so" \
+      && -e "$BIN/libggml-cpu.so" ]]; then
   echo "$BIN"; exit 0
 fi
 mkdir -p "$ORACLE_DIR/dl" "$ORACLE_DIR/src"
@@ -29,5 +30,5 @@ cd "$ORACLE_DIR/build"
 cmake "$SRC" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAMA_CURL=OFF \
   -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=OFF >&2
-cmake --build . --config Release -j"$(nproc)" --target llama-server llama >&2
+cmake --build . --config Release -j"$(nproc)" --target llama-server llama llama-quantize >&2
 echo "$BIN"

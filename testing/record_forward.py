@@ -2,7 +2,7 @@
 tests/oracle/forward/ (token ids and hashes only; small JSON).
 
     PYTHONPATH=. python testing/record_forward.py                  # every set
-    PYTHONPATH=. python testing/record_forward.py q4_1 f16         # some sets: ops q4_1 f16 q8_0 kvq8 threads qwen3
+    PYTHONPATH=. python testing/record_forward.py q4_1 f16         # some sets: ops q4_1 f16 q8_0 kvq8 threads qwen3 ...
 
 The context is made as llama-server makes it (`-t 2 -c 4096 -np 1`: n_batch 2048, n_ubatch 512, flash attention
 on, F16 cache; testing/libllama_shim.c) and fed as llama-server feeds it: the whole prompt in one llama_decode
@@ -24,6 +24,9 @@ Sets:
   qwen3             the Q4_1 file re-described as qwen3 by bankml.models.redescribe (the qwen3 graph: per-head
                     Q/K norms, NEOX RoPE): 40 prompts of 1 .. 1300 tokens x (1 + 24; 40 for text-1000,
                     100 for text-3; text-511, text-1000 and text-1023 decode across 512 and 1024)
+  qwen3_q2_0,       that file quantized by `bankml quantize` as Q2_0 (every matrix; the embedding stays Q8_0) and
+  qwen3_q1_0        as Q1_0 (ffn_down; the rows of 576 kept Q8_0 by --tensor-type, llama-quantize's only way):
+                    the qwen3 set's prompts and steps
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -60,16 +63,25 @@ MODELS = {
     "f32": "derived/smollm2-135m-instruct-f32.gguf",  # made here by `bankml quantize ... F32` when missing
     # made here by bankml.models.redescribe when missing: the Q4_1 file re-described as qwen3 (per-head norms)
     "qwen3": "derived/smollm2-135m-instruct-qwen3.gguf",
+    # the qwen3 file quantized by `bankml quantize` (llama-quantize's bytes: tests/oracle/quantize/ggml.json):
+    # Q2_0 every matrix but the Q8_0 embedding; Q1_0 the ffn_down matrices (tests/quantize_cases.Q1_0_OVERRIDES)
+    "qwen3_q2_0": "derived/smollm2-135m-instruct-qwen3-q2_0.gguf",
+    "qwen3_q1_0": "derived/smollm2-135m-instruct-qwen3-q1_0.gguf",
 }
 
 
 def derived(key: str) -> Path:
     """A file bankml derives from the Q4_1 one, made when missing (deterministic; the record keeps its sha256):
-    "f32" re-encoded by bankml's converter, "qwen3" re-described by bankml.models.redescribe."""
+    "f32" re-encoded by bankml's converter, "qwen3" re-described by bankml.models.redescribe, "qwen3_q2_0" /
+    "qwen3_q1_0" that one quantized by `bankml quantize`."""
     src = model_path(MODELS["q4_1"])
     dst = src.parent / MODELS[key]
     if not dst.exists():
-        if key == "qwen3":
+        if key.startswith("qwen3_"):
+            sys.path.insert(0, str(REPO / "tests"))
+            from quantize_cases import bonsai_derived
+            bonsai_derived(derived("qwen3"), dst, key.split("_", 1)[1].upper())
+        elif key == "qwen3":
             from bankml.models import redescribe
             redescribe.convert(src, dst, "qwen3", progress=False)
         else:
@@ -146,7 +158,7 @@ def run_case(L: Llama, prompt: list[int], steps: int) -> dict:
 
 def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: str = "f16",
                pick=None, steps_of=None) -> dict:
-    path = derived(model_key) if model_key in ("f32", "qwen3") else model_path(MODELS[model_key])
+    path = derived(model_key) if model_key.startswith(("f32", "qwen3")) else model_path(MODELS[model_key])
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
     with Llama(path, n_ctx=4096, n_threads=threads, type_k=kv, type_v=kv, poll=0) as L:
@@ -234,8 +246,8 @@ def main(argv: list[str]) -> None:
             rec = record_ops()
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
-        elif name == "qwen3":
-            rec = record_set(name, "qwen3", 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
+        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0"):
+            rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:
             rec = record_set(name, name, 300)
         elif name == "kvq8":

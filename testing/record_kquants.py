@@ -1,7 +1,7 @@
 """Record what llama.cpp b11192 computes with Gemma 3's weight types, into tests/oracle/kquants/ (hashes, small JSON).
 
     PYTHONPATH=. python testing/record_kquants.py              # everything
-    PYTHONPATH=. python testing/record_kquants.py mul_mat gelu # some parts: mul_mat quant gelu real
+    PYTHONPATH=. python testing/record_kquants.py mul_mat gelu # some parts: mul_mat quant gelu real bonsai
 
 - mul_mat.json: one MUL_MAT node computed by the oracle's CPU backend (testing/ggml_kquant_ops.py) with the weight
   in the buffer llama-server's loader gives it: CPU_REPACK for Q4_K matrices of a multiple of 8 rows (repacked
@@ -15,6 +15,10 @@
 - quant.json: ggml-cpu's quantize_row_q8_K and ggml_quantize_mat_q8_K_4x8 on seeded rows (sha256 of the bytes),
   and the repacked weight bytes ggml's CPU_REPACK buffer holds (sha256).
 - gelu.json: ggml_table_gelu_f16 (sha256), GGML_OP_GELU on every F16 value, GEGLU (ggml_geglu_split) cases.
+- bonsai.json: MUL_MAT nodes of Q1_0 and Q2_0 weights (the CPU buffer: no repack on x86, no sgemm case, so
+  one vec_dot per output): seeded random blocks in small and odd shapes, and SmolLM2's matrices encoded as Q2_0
+  (all of them) and Q1_0 (ffn_down, the only rows a multiple of 128) by bankml's converter, as in the files
+  `bankml quantize` writes; n = 1..512; oracle thread counts 1-4, a subset at all four.
 - real_model.json: libllama decoding Gemma 3 (testing/kquant_trace.py), every MUL_MAT and GEGLU node of the
   traced layers and the output head recomputed by bankml with 1 and 2 threads: counts. Not replayed in CI.
 """
@@ -31,7 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kquant_inputs import (Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, TYPE_NAMES, activations, all_halves, glu_inputs,  # noqa: E402
+from kquant_inputs import (Q1_0, Q2_0, Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, TYPE_NAMES, activations, all_halves, glu_inputs,  # noqa: E402
                            make_inputs, sha256)
 
 from bankml.models import gguf  # noqa: E402
@@ -128,6 +132,62 @@ def mul_mat_cases(h):
                     KINDS[seed % len(KINDS)], float(rng.choice([1e-3, 1.0, 30.0])))
             wseed += 1
     return cases
+
+
+def bonsai_cases():
+    cases = []
+    seed = 50000
+    rng = np.random.default_rng(20261205)
+
+    def add(wtype, k, m, n, weights, kind, scale):
+        nonlocal seed
+        cases.append(dict(wtype=wtype, type=TYPE_NAMES[wtype], k=k, m=m, n=n, weights=weights, repack=False,
+                          nth=int(rng.integers(1, 5)), act=dict(seed=seed, kind=kind, scale=scale)))
+        seed += 1
+
+    ns = (1, 2, 3, 4, 5, 8, 9, 16, 65)
+    for wt, name, k, m in ((Q2_0, "blk.0.attn_q.weight", 576, 576), (Q2_0, "blk.0.attn_k.weight", 576, 192),
+                           (Q2_0, "blk.0.ffn_gate.weight", 576, 1536), (Q2_0, "blk.0.ffn_down.weight", 1536, 576),
+                           (Q2_0, "blk.29.attn_output.weight", 576, 576), (Q1_0, "blk.0.ffn_down.weight", 1536, 576),
+                           (Q1_0, "blk.29.ffn_down.weight", 1536, 576)):
+        for i, n in enumerate(ns + ((512,) if name.startswith("blk.0.ffn") else ())):
+            add(wt, k, m, n, dict(smollm2=name, rows=[0, m], **{"as": TYPE_NAMES[wt]}), KINDS[(i + seed) % len(KINDS)],
+                float(rng.choice([0.5, 1.0, 4.0])))
+    wseed = 9000
+    for wt, shp in ((Q1_0, [(128, 8), (256, 13), (640, 40), (1536, 24), (2048, 3)]),
+                    (Q2_0, [(64, 8), (192, 13), (576, 40), (1536, 24), (2048, 3)])):
+        for k, m in shp:
+            for n in (1, 2, 3, 5, 9, 16, 65):
+                add(wt, k, m, n, dict(seed=wseed), KINDS[seed % len(KINDS)], float(rng.choice([1e-3, 1.0, 30.0])))
+            wseed += 1
+    return cases
+
+
+def record_bonsai():
+    fs = gguf.GGUFFile(model_path("smollm2"))
+    cases = bonsai_cases()
+    checked = same = 0
+    for i, c in enumerate(cases):
+        w, x = make_inputs(c, fs)
+        c["input_sha256"] = sha256(w, x)
+        mm = G.MulMat(c["wtype"], w, c["k"], c["n"], nth=c["nth"], repack=False)
+        assert mm.buffer == "CPU", mm.buffer
+        c["sha256"] = sha256(mm.run(x))
+        mm.close()
+        if i % 4 == 0:
+            for nth in (1, 2, 3, 4):
+                if nth != c["nth"]:
+                    checked += 1
+                    same += sha256(G.mul_mat(c["wtype"], w, c["k"], x, nth=nth, repack=False)) == c["sha256"]
+            c["thread_check"] = True
+    assert same == checked, f"oracle thread count changed a MUL_MAT result ({same}/{checked})"
+    counts = {}
+    for c in cases:
+        counts[c["type"]] = counts.get(c["type"], 0) + 1
+    print(f"bonsai: {len(cases)} cases {counts}, thread checks {same}/{checked}")
+    return dict(oracle=ORACLE, op="ggml_mul_mat of Q1_0 / Q2_0 weights (CPU buffer), F32 activations",
+                smollm2_sha256=sha256_file(model_path("smollm2")), counts=counts, thread_checks=[same, checked],
+                cases=cases)
 
 
 def record_mul_mat():
@@ -309,7 +369,9 @@ def main(parts):
         _dump(OUT / "gelu.json", record_gelu())
     if "real" in parts:
         _dump(OUT / "real_model.json", record_real())
+    if "bonsai" in parts:
+        _dump(OUT / "bonsai.json", record_bonsai())
 
 
 if __name__ == "__main__":
-    main(set(sys.argv[1:]) or {"mul_mat", "quant", "gelu", "real"})
+    main(set(sys.argv[1:]) or {"mul_mat", "quant", "gelu", "real", "bonsai"})

@@ -5,6 +5,10 @@ SmolLM2-135M-Instruct Q4_1 decoded by `to_float` and encoded by `ggml_quantize_c
 the whole file bankml's container writer makes of those bytes). Writes tests/oracle/quantize/ggml.json, replayed
 by tests/test_quantize.py.
 
+And what the oracle's llama-quantize b11192 writes for the Bonsai types (`llama-quantize --allow-requantize IN OUT
+Q1_0|Q2_0 1`, with `--tensor-type` overrides where the case has them) on SmolLM2-135M-Instruct Q4_1 and on its
+qwen3 re-description: the output's size, sha256 and tensor types, or its refusal (exit status and error line).
+
     python testing/record_quantize.py
 """
 
@@ -14,7 +18,9 @@ import ctypes as C
 import hashlib
 import io
 import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +98,35 @@ def derived_file(g: Ggml, src: Path, out_type: str) -> dict:
             "sha256": sha(buf.getbuffer()), "tensors": per_tensor}
 
 
+def llama_quantize(src: Path, out_type: str, tensor_types: list[str]) -> dict:
+    """Run the oracle's llama-quantize on `src` (one thread) and describe what it wrote, or its refusal."""
+    exe = oracle_bin_dir() / "llama-quantize"
+    with tempfile.TemporaryDirectory(prefix="record-quantize-") as tmp:
+        out = Path(tmp) / "out.gguf"
+        args = [str(exe), "--allow-requantize"]
+        for tt in tensor_types:
+            args += ["--tensor-type", tt]
+        r = subprocess.run(args + [str(src), str(out), out_type, "1"], capture_output=True, text=True)
+        if r.returncode != 0:
+            err = [ln for ln in (r.stdout + r.stderr).splitlines() if "failed to quantize:" in ln]
+            return {"returncode": r.returncode, "error": err[0].split("failed to quantize: ")[1] if err else None}
+        with GGUFFile(out) as f:
+            types = {n: GGMLType(ti.type).name for n, ti in f.tensors.items()}
+        return {"returncode": 0, "bytes": out.stat().st_size, "sha256": qz.sha256_file(out, False),
+                "tensor_types": types}
+
+
+def llama_quantize_cases(sources: dict[str, Path]) -> dict:
+    out = {}
+    for src_key, tname, tts in cases.LLAMA_QUANTIZE_CASES:
+        src = sources[src_key]
+        key = cases.llama_quantize_key(src_key, tname, tts)
+        out[key] = {"source": src.name, "source_sha256": qz.sha256_file(src, False), "type": tname,
+                    "tensor_types": list(tts), **llama_quantize(src, tname, list(tts))}
+        print(key, out[key].get("sha256") or out[key]["error"])
+    return out
+
+
 def main() -> None:
     g = Ggml()
     rec = {"oracle": "ggml-base b11192 (libggml-base.so of the oracle build)", "encode": {}, "decode": {},
@@ -105,10 +140,15 @@ def main() -> None:
     for t in ("F16", "Q8_0"):
         rec["files"][f"smollm2-135m-instruct-{t.lower()}"] = derived_file(g, src, t)
         print(t, rec["files"][f"smollm2-135m-instruct-{t.lower()}"]["sha256"])
+    from testing.record_forward import derived
+    rec["llama_quantize"] = llama_quantize_cases({"smollm2": src, "qwen3": derived("qwen3")})
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(rec, indent=1) + "\n")
+    tmp = OUT.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(rec, indent=1) + "\n")
+    tmp.replace(OUT)
     print(f"wrote {OUT}: {len(rec['encode'])} encode cases x {len(cases.ENCODE_TYPES)} types, "
-          f"{len(rec['decode'])} decode cases, {len(rec['files'])} files")
+          f"{len(rec['decode'])} decode cases, {len(rec['files'])} files, "
+          f"{len(rec['llama_quantize'])} llama-quantize runs")
 
 
 if __name__ == "__main__":

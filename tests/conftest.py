@@ -68,6 +68,26 @@ def smollm2_qwen3_path() -> Path:
     return dst
 
 
+def _qwen3_bonsai(qwen3: Path, tname: str) -> Path:
+    # the qwen3 file quantized by `bankml quantize` (Q2_0, or Q1_0 with tests/quantize_cases.Q1_0_OVERRIDES),
+    # made once beside it as testing/record_forward.py makes it; the forward records pin its sha256
+    dst = qwen3.parent / f"smollm2-135m-instruct-qwen3-{tname.lower()}.gguf"
+    if not dst.exists():
+        from quantize_cases import bonsai_derived
+        bonsai_derived(qwen3, dst, tname)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def smollm2_qwen3_q2_0_path(smollm2_qwen3_path) -> Path:
+    return _qwen3_bonsai(smollm2_qwen3_path, "Q2_0")
+
+
+@pytest.fixture(scope="session")
+def smollm2_qwen3_q1_0_path(smollm2_qwen3_path) -> Path:
+    return _qwen3_bonsai(smollm2_qwen3_path, "Q1_0")
+
+
 @pytest.fixture(scope="session")
 def oracle_dir() -> Path:
     return ORACLE

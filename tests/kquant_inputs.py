@@ -4,7 +4,7 @@ from each case's parameters so the records hold only parameters and hashes.
 A MUL_MAT case is a dict: wtype (ggml id), k, m, n, weights ({"tensor": name, "rows": [r0, r1]}: rows of a
 Gemma 3 270M Q4_K_M matrix; {"smollm2": name, "rows": [r0, r1]}: rows of a SmolLM2-135M Q4_1 matrix encoded as
 Q4_0 by bankml's converter (bankml.models.quantize, ggml's reference encoder: the derived Q4_0 test file's weights);
-or {"seed": s}: seeded random blocks of wtype), act ({"seed": s, "kind": ...,
+with "as": "Q1_0" / "Q2_0", encoded as that type instead; or {"seed": s}: seeded random blocks of wtype), act ({"seed": s, "kind": ...,
 "scale": x}), repack (whether llama-server repacks such a weight: the oracle computed it in CPU_REPACK),
 nth (the oracle's thread count). `input_sha256` in a record pins the inputs (weights and activations): a drift
 of the random streams or of the model file shows as such, not as a kernel mismatch.
@@ -16,9 +16,10 @@ import hashlib
 
 import numpy as np
 
-Q4_0, Q5_0, Q8_0, Q4_K, Q6_K = 2, 6, 8, 12, 14
-TYPE_NAMES = {Q4_0: "Q4_0", Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
-BLOCK = {Q4_0: (32, 18), Q5_0: (32, 22), Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210)}  # (values, bytes)
+Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q1_0, Q2_0 = 2, 6, 8, 12, 14, 41, 42
+TYPE_NAMES = {Q4_0: "Q4_0", Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K", Q1_0: "Q1_0", Q2_0: "Q2_0"}
+BLOCK = {Q4_0: (32, 18), Q5_0: (32, 22), Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210),
+         Q1_0: (128, 18), Q2_0: (64, 18)}  # (values, bytes)
 
 ACT_KINDS = ("normal", "outliers", "zero_blocks", "ties", "tiny", "mixed")
 
@@ -49,7 +50,9 @@ def random_weights(wtype: int, m: int, k: int, seed: int) -> np.ndarray:
     qk, bb = BLOCK[wtype]
     nb = m * (k // qk)
     raw = rng.integers(0, 256, (nb, bb), dtype=np.uint8)
-    if wtype == Q4_0:  # half d; qs[16]
+    if wtype in (Q1_0, Q2_0):  # half d; qs[16]
+        raw[:, 0:2] = _halves(rng, nb, 1e-4, 4e-2, signed=True).view(np.uint8).reshape(nb, 2)
+    elif wtype == Q4_0:  # half d; qs[16]
         raw[:, 0:2] = _halves(rng, nb, 1e-4, 4e-2, signed=True).view(np.uint8).reshape(nb, 2)
     elif wtype == Q5_0:  # half d; qh[4]; qs[16]
         raw[:, 0:2] = _halves(rng, nb, 1e-4, 4e-2, signed=True).view(np.uint8).reshape(nb, 2)
@@ -102,14 +105,15 @@ def activations(act: dict, n: int, k: int) -> np.ndarray:
     return x
 
 
-def smollm2_q4_0(gguf_file, name: str, rows) -> np.ndarray:
-    """Rows r0..r1 of a SmolLM2 Q4_1 matrix decoded and encoded as Q4_0 (bankml.models.quantize)."""
+def smollm2_q4_0(gguf_file, name: str, rows, as_type: str = "Q4_0") -> np.ndarray:
+    """Rows r0..r1 of a SmolLM2 Q4_1 matrix decoded and encoded as Q4_0 (or `as_type`: Q1_0, Q2_0) by
+    bankml.models.quantize (ggml's reference encoders, the bytes llama-quantize writes)."""
     from bankml.models import quantize
     t = np.asarray(gguf_file.tensor(name))
     r0, r1 = rows
     info = gguf_file.tensors[name]
     x = quantize.dequantize(int(info.type), t[r0:r1], r1 - r0, int(info.shape[0]))
-    return quantize.quantize("Q4_0", x)
+    return quantize.quantize(as_type, x)
 
 
 def weights(case: dict, gguf_file=None) -> np.ndarray:
@@ -119,7 +123,7 @@ def weights(case: dict, gguf_file=None) -> np.ndarray:
     if "smollm2" in w:
         if gguf_file is None:
             raise ValueError(f"case needs the SmolLM2 file for {w['smollm2']}")
-        return smollm2_q4_0(gguf_file, w["smollm2"], w["rows"])
+        return smollm2_q4_0(gguf_file, w["smollm2"], w["rows"], w.get("as", "Q4_0"))
     if "tensor" in w:
         if gguf_file is None:
             raise ValueError(f"case needs the Gemma 3 file for {w['tensor']}")

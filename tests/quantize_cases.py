@@ -7,8 +7,20 @@ from __future__ import annotations
 import numpy as np
 
 N_PER_ROW = 256
-ENCODE_TYPES = ("F16", "Q8_0", "Q4_0")
-DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20)}
+ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0")
+DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20),
+                "Q1_0": (128, 18), "Q2_0": (64, 18)}
+
+# llama-quantize runs (testing/record_quantize.py): (source, type, --tensor-type overrides). SmolLM2's rows of 576
+# are not a multiple of Q1_0's block of 128, so a plain Q1_0 run stops; the overrides keep those matrices in
+# Q8_0 and leave Q1_0 to ffn_down (rows of 1536).
+Q1_0_OVERRIDES = ("attn_=q8_0", "ffn_(gate|up)=q8_0")
+LLAMA_QUANTIZE_CASES = [(src, t, tts) for src in ("smollm2", "qwen3")
+                        for t, tts in (("Q2_0", ()), ("Q1_0", ()), ("Q1_0", Q1_0_OVERRIDES))]
+
+
+def llama_quantize_key(src: str, tname: str, tensor_types) -> str:
+    return f"{src}-{tname.lower()}" + ("-overrides" if tensor_types else "")
 
 
 def encode_cases() -> dict[str, np.ndarray]:
@@ -57,3 +69,12 @@ def decode_cases() -> dict[str, tuple[str, np.ndarray, int]]:
             raw[:, :2 * n_scales] = s.view(np.uint8).reshape(n_blocks, 2 * n_scales)
         out[f"{tname.lower()}_random"] = (tname, raw.reshape(-1), rows)
     return out
+
+
+def bonsai_derived(src, dst, tname: str):
+    """The Q2_0 / Q1_0 test file of `src` (the qwen3 re-description) as the forward records were made of it:
+    `bankml quantize SRC DST Q2_0`, or Q1_0 with Q1_0_OVERRIDES (tests/test_quantize.py shows the bytes are
+    llama-quantize's)."""
+    from bankml.models import quantize
+    tts = [tuple(t.split("=", 1)) for t in Q1_0_OVERRIDES] if tname == "Q1_0" else None
+    return quantize.convert(src, dst, tname, tensor_types=tts, progress=False)

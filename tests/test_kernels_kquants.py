@@ -17,7 +17,7 @@ import pytest
 
 from bankml.models import gguf
 from bankml.engine._shims import _kquant_shim as S
-from kquant_inputs import (Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, activations, all_halves, glu_inputs, make_inputs,
+from kquant_inputs import (Q1_0, Q2_0, Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, activations, all_halves, glu_inputs, make_inputs,
                            random_weights, row_bytes, sha256, smollm2_q4_0)
 
 ORACLE = Path(__file__).parent / "oracle" / "kquants"
@@ -103,6 +103,26 @@ def test_mul_mat_q4_0_smollm2_rows_match_oracle(case, smollm2_file):
 @pytest.mark.parametrize("case", HEAD, ids=_id)
 def test_mul_mat_gemma3_output_head_matches_oracle(case, gemma_file):
     _check(case, gemma_file)
+
+
+# --- the Bonsai types (src/kernels/quants_bonsai.c, docs/bonsai.md): bonsai.json, `record_kquants.py bonsai` ----
+
+BONSAI = _load("bonsai.json")
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", BONSAI["cases"], ids=_id)
+def test_mul_mat_bonsai_matches_oracle(case, smollm2_file):
+    # SmolLM2's matrices encoded as Q1_0 / Q2_0 by bankml's converter, or seeded blocks; one vec_dot per output
+    _check(case, smollm2_file if "smollm2" in case["weights"] else None)
+
+
+def test_bonsai_record_covers_both_types_and_the_thread_counts():
+    counts = {t: sum(c["type"] == t for c in BONSAI["cases"]) for t in ("Q1_0", "Q2_0")}
+    assert BONSAI["counts"] == counts and min(counts.values()) >= 40
+    assert BONSAI["thread_checks"][0] == BONSAI["thread_checks"][1] > 20
+    assert {1, 2, 65, 512} <= {c["n"] for c in BONSAI["cases"]}
+    assert not any(c["repack"] for c in BONSAI["cases"])  # x86 repacks neither type
 
 
 def test_records_cover_the_dispatch():
@@ -215,6 +235,9 @@ def test_geglu_close_to_tanh_gelu():
 def _dequant(wtype, w, k):
     """float64 [m, k] from the GGUF bytes of Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K (ggml-common.h layouts)."""
     m = w.shape[0]
+    if wtype in (Q1_0, Q2_0):  # the converter's decoders (exact, checked against ggml's in test_quantize.py)
+        from bankml.models.quantize import dequantize
+        return dequantize(wtype, w.reshape(-1), m, k).astype(np.float64)
     if wtype in (Q4_0, Q5_0, Q8_0):
         bb = {Q4_0: 18, Q5_0: 22, Q8_0: 34}[wtype]
         b = w.reshape(-1, bb)
@@ -252,8 +275,9 @@ def _dequant(wtype, w, k):
 
 
 @pytest.mark.parametrize("wtype,k,m,repack", [(Q4_0, 64, 16, True), (Q5_0, 96, 13, False), (Q8_0, 640, 40, False), (Q6_K, 512, 13, False),
-                                              (Q4_K, 512, 20, False), (Q4_K, 1024, 64, True)],
-                         ids=["Q4_0-repack", "Q5_0", "Q8_0", "Q6_K", "Q4_K-vecdot", "Q4_K-repack"])
+                                              (Q4_K, 512, 20, False), (Q4_K, 1024, 64, True), (Q1_0, 512, 13, False),
+                                              (Q2_0, 576, 13, False)],
+                         ids=["Q4_0-repack", "Q5_0", "Q8_0", "Q6_K", "Q4_K-vecdot", "Q4_K-repack", "Q1_0", "Q2_0"])
 @pytest.mark.parametrize("n", [1, 3, 4, 9])
 def test_mul_mat_close_to_float64(wtype, k, m, repack, n):
     w = random_weights(wtype, m, k, 11)

@@ -126,3 +126,73 @@ def test_smollm2_derived_files_are_ggmls(smollm2_path, tmp_path, tname):
     assert got == rec["tensors"]
     assert out.stat().st_size == rec["bytes"] and verify.sha256_file(out) == rec["sha256"]
     assert verify.guard(out).verdict == verify.PLAY
+
+
+# --- the Bonsai types, by llama-quantize's rule: the whole file against the oracle's llama-quantize -------------
+
+def _lq_cases():
+    return [pytest.param(src, t, tts, id=cases.llama_quantize_key(src, t, tts))
+            for src, t, tts in cases.LLAMA_QUANTIZE_CASES]
+
+
+def test_the_record_covers_every_llama_quantize_case():
+    assert set(RECORD["llama_quantize"]) == {cases.llama_quantize_key(*c) for c in cases.LLAMA_QUANTIZE_CASES}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("src_key,tname,tts", _lq_cases())
+def test_bonsai_files_are_llama_quantizes(request, tmp_path, src_key, tname, tts):
+    rec = RECORD["llama_quantize"][cases.llama_quantize_key(src_key, tname, tts)]
+    src = request.getfixturevalue({"smollm2": "smollm2_path", "qwen3": "smollm2_qwen3_path"}[src_key])
+    assert verify.sha256_file(src) == rec["source_sha256"]
+    tt = [tuple(t.split("=", 1)) for t in tts]
+    out = tmp_path / "out.gguf"
+    if rec["returncode"] != 0:
+        # llama-quantize stops on this input; bankml refuses it with the same reason and writes nothing
+        with pytest.raises(qz.QuantizeError) as e:
+            qz.convert(src, out, tname, tensor_types=tt)
+        assert rec["error"] in str(e.value)
+        assert not out.exists() and not list(tmp_path.glob(".quantize-*"))
+        return
+    qz.convert(src, out, tname, tensor_types=tt)
+    with GGUFFile(out) as f:
+        assert {n: GGMLType(ti.type).name for n, ti in f.tensors.items()} == rec["tensor_types"]
+    assert out.stat().st_size == rec["bytes"] and verify.sha256_file(out) == rec["sha256"]
+
+
+def test_llama_quantize_type_choice():
+    # the per-tensor rule on shapes SmolLM2 does not have (llama-quant.cpp: output / tied embedding, untied
+    # embedding, the shape fallbacks)
+    t = qz.llama_quantize_type
+    assert t("token_embd.weight", 2048, "Q2_0", True, []) == "Q6_K"
+    assert t("token_embd.weight", 576, "Q2_0", True, []) == "Q8_0"      # Q6_K's 256 does not divide 576
+    assert t("token_embd.weight", 2048, "Q2_0", False, []) == "Q4_K"
+    assert t("token_embd.weight", 576, "Q2_0", False, []) == "Q5_0"
+    assert t("token_embd.weight", 2048, "Q1_0", False, []) == "Q1_0"
+    assert t("output.weight", 576, "Q1_0", False, []) == "Q8_0"          # 128 does not divide 576
+    assert t("blk.0.attn_q.weight", 96, "Q2_0", False, []) == "Q4_0"
+    assert t("blk.0.attn_q.weight", 48, "Q2_0", False, []) == "F16"
+    assert t("blk.0.attn_q.weight", 576, "Q1_0", False, [("attn_q", "Q4_0")]) == "Q4_0"
+    with pytest.raises(qz.QuantizeError, match="no tensor type fallback is defined for type q1_0"):
+        t("blk.0.attn_q.weight", 576, "Q1_0", False, [])
+
+
+def test_bonsai_encoders_round_trip():
+    # Q2_0 keeps -d, 0 and +d of each block exactly; Q1_0 keeps the signs
+    x = cases.encode_cases()["grid"].copy()
+    x = np.sign(x) * np.float32(3)
+    y = qz.dequantize(GGMLType.Q2_0, qz.quantize("Q2_0", x).reshape(-1), *x.shape)
+    np.testing.assert_array_equal(y, x)
+    y1 = qz.dequantize(GGMLType.Q1_0, qz.quantize("Q1_0", x).reshape(-1), *x.shape)
+    assert ((y1 >= 0) == (x >= 0)).all()
+
+
+def test_cli_tensor_type(tmp_path, capsys):
+    src = _tiny(tmp_path)
+    with pytest.raises(SystemExit):
+        cli.main(["quantize", str(src), str(tmp_path / "x.gguf"), "Q2_0", "--tensor-type", "attn_q"])
+    assert "malformed tensor type" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["quantize", str(src), str(tmp_path / "x.gguf"), "Q2_0", "--tensor-type", "attn_q=q9_9"])
+    assert cli.main(["quantize", str(src), str(tmp_path / "x.gguf"), "F16", "--tensor-type", "attn_q=q8_0"]) != 0
+    assert "--tensor-type applies to Q1_0, Q2_0" in capsys.readouterr().err

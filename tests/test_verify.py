@@ -54,6 +54,29 @@ def test_llama_does_not_take_gemma3s_k_quants():
     assert not {"Q5_0", "Q4_K", "Q6_K"} & caps.weight_types("llama", "matrix")
 
 
+def test_only_qwen3_takes_the_bonsai_types():
+    from bankml.models import capabilities as caps
+    assert {"Q1_0", "Q2_0"} <= caps.weight_types("qwen3", "matrix")
+    for a in ("llama", "gemma3"):
+        assert not {"Q1_0", "Q2_0"} & caps.weight_types(a, "matrix")
+    assert not {"Q1_0", "Q2_0"} & caps.weight_types("qwen3", "embedding")
+
+
+@pytest.mark.slow
+def test_guard_bonsai_files(smollm2_path, smollm2_qwen3_q2_0_path, tmp_path):
+    # the qwen3 Q2_0 file plays (tests/test_forward_qwen3.py); SmolLM2 (llama) quantized the same way is
+    # refused by name, by the guard and by the engine's loader
+    assert verify.guard(smollm2_qwen3_q2_0_path).verdict == verify.PLAY
+    from bankml.engine import Model
+    from bankml.errors import ModelRefused
+    from bankml.models import quantize as qz
+    out = qz.convert(smollm2_path, tmp_path / "llama-q2_0.gguf", "Q2_0")
+    r = verify.guard(out)
+    assert r.verdict == "refuse" and "210 tensors of type Q2_0" in r.reasons[0]
+    with pytest.raises(ModelRefused, match="tensors of type Q2_0"):
+        Model.open(out, n_ctx=512)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("keep", [100, 1_000_000, 50_000_000, -1])
 def test_guard_truncated_copy_needs_more(smollm2_path, tmp_path, keep):

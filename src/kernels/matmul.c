@@ -5,6 +5,7 @@
 #include "kquants.h"
 #include "quants.h"
 #include "quants_q5.h"
+#include "quants_bonsai.h"
 #include "repack.h"
 #include "rows8.h"
 
@@ -15,6 +16,8 @@ int bk_matmul_supported(int32_t wtype, int32_t k) {
     case BK_TYPE_F32: case BK_TYPE_F16: return k > 0;
     case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: return k > 0 && k % BK_QK == 0;
     case BK_TYPE_Q4_K: case BK_TYPE_Q6_K: return k > 0 && k % BK_QK_K == 0;
+    case BK_TYPE_Q1_0: return k > 0 && k % BK_QK1_0 == 0;
+    case BK_TYPE_Q2_0: return k > 0 && k % BK_QK2_0 == 0;
     default: return 0;
     }
 }
@@ -22,7 +25,7 @@ int bk_matmul_supported(int32_t wtype, int32_t k) {
 int32_t bk_act_type(int32_t wtype) {
     switch (wtype) {
     case BK_TYPE_Q4_1: return BK_TYPE_Q8_1;
-    case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: return BK_TYPE_Q8_0;
+    case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q1_0: case BK_TYPE_Q2_0: return BK_TYPE_Q8_0;
     case BK_TYPE_Q4_K: case BK_TYPE_Q6_K: return BK_TYPE_Q8_K;
     case BK_TYPE_F16: return BK_TYPE_F16;
     default: return BK_TYPE_F32;
@@ -109,6 +112,8 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
         switch (W->type) {
         case BK_TYPE_Q4_1: bk_dot_q4_1_q8_1_rows(k, o + r0, nr, wr, rb, y); break;
         case BK_TYPE_Q8_0: bk_dot_q8_0_q8_0_rows(k, o + r0, nr, wr, rb, y); break;
+        case BK_TYPE_Q1_0: bk_dot_q1_0_q8_0_rows(k, o + r0, nr, wr, rb, y); break;
+        case BK_TYPE_Q2_0: bk_dot_q2_0_q8_0_rows(k, o + r0, nr, wr, rb, y); break;
         case BK_TYPE_F16:
             for (int i = 0; i < nr; i++) o[r0 + i] = bk_dot_f16(k, (const uint16_t *)(wr + i * rb), (const uint16_t *)y);
             break;

@@ -19,6 +19,10 @@
  *                                           gemv for the rest; its activations are then laid out for the
  *                                           whole node by bk_act_prepare_q4_K_8x8 (not bk_act_prepare), and
  *                                           bk_matmul must get all n columns of the node, rows split by 8.
+ *
+ * The Bonsai types (quants_bonsai.h): neither sgemm nor repack takes them on x86, so any n:
+ *   Q1_0    Q8_0                            ggml_vec_dot_q1_0_q8_0 (AVX2) per output
+ *   Q2_0    Q8_0                            ggml_vec_dot_q2_0_q8_0 (the generic C, fma-contracted) per output
  * `n` is the number of activation columns of the whole MUL_MAT node, which decides the kernel; a caller that
  * splits the columns must still pass the node's n as n_node.
  */
@@ -38,6 +42,8 @@ enum bk_type {
     BK_TYPE_Q4_K = 12,
     BK_TYPE_Q6_K = 14,
     BK_TYPE_Q8_K = 15,
+    BK_TYPE_Q1_0 = 41,
+    BK_TYPE_Q2_0 = 42,
 };
 
 typedef struct bk_matrix {

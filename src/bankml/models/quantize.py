@@ -17,13 +17,39 @@ Decoding and encoding follow ggml-base b11192 (ggml/src/ggml-quants.c), which is
   q = roundf(fl(x * id)) (half away from zero), stored f16(d). Q4_0 per block: m = the first element of largest
   magnitude, d = fl(m / -8), id = d ? fl(1 / d) : 0, q = min(15, trunc(fl(fl(x * id) + 8.5))), stored f16(d),
   nibbles low = elements 0..15, high = 16..31.
+  Q1_0 per block of 128: s = |x0| + |x1| + ... + |x127| summed in that order, d = fl(s / 128), stored f16(d),
+  bit j = (x_j >= 0), eight elements a byte, element 0 in the lowest bit. Q2_0 per block of 64: d = max |x|
+  (NaN ignored), id = d > 0 ? fl(1 / d) : 0, q = clamp(roundf(fl(x * id)) + 1, 0, 3) (an integer conversion of
+  inf or NaN gives INT_MIN on x86, so 0), stored f16(d), four elements a byte, element 0 in the lowest two bits.
+- decoding Q1_0: bit ? h(d) : -h(d); Q2_0: fl((q - 1) * h(d)).
 Every step is float32 arithmetic in numpy, which rounds as C does (no contraction, no fast-math).
+
+Q1_0 and Q2_0 (the Bonsai types) are written by llama-quantize's rule instead, so that the file is the one
+`llama-quantize --allow-requantize IN OUT Q1_0|Q2_0` b11192 writes (src/llama-quant.cpp):
+- the tensors in the loader's order: those outside a layer first, then layer by layer (the number after `blk.`),
+  by name (bytes) within each group; every tensor's data padded to 32 bytes;
+- the metadata copied in order, then `general.quantization_version` (u32 2) and `general.file_type` (u32 the
+  llama_ftype: Q1_0 40, Q2_0 41) removed and appended, in that order;
+- which tensors are re-encoded: two or more dimensions, a name ending in `weight`, not `_norm.weight` (and the
+  names llama-quantize never quantizes: see `_llama_quantizes`); the others are copied;
+- the type of a re-encoded tensor: a `--tensor-type PATTERN=TYPE` override (the first whose pattern is found in
+  the name), else the output matrix (or the token embedding when the file has no `output.weight`, tied) is Q8_0
+  when its row is not a multiple of TYPE's block and Q6_K otherwise; an untied token embedding is Q4_K for Q2_0
+  and TYPE for Q1_0; every other matrix TYPE. Then the shape fallback: a row not a multiple of the block turns
+  Q2_0 into Q4_0, Q6_K into Q8_0, Q4_K into Q5_0, and a 32-block type whose row is not a multiple of 32 into F16;
+  Q1_0 (block 128) has no fallback and llama-quantize stops ("no tensor type fallback is defined for type
+  q1_0"), as this converter does;
+- a tensor whose chosen type is its own type is copied, bytes unchanged (no decode and re-encode);
+- the input is refused where llama-quantize would not write that file: an architecture other than llama and
+  qwen3 (their tensor categories are the ones followed here), experts, a `general.alignment` other than 32; and
+  where this converter has no encoder for the chosen type (Q6_K, Q4_K, Q5_0 today), it says so by name.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -33,11 +59,15 @@ import numpy as np
 from ..about import __version__
 from ._progress import Progress, ProgressArg
 from ..errors import BankmlError
-from .gguf import GGMLType, GGUFFile, ValueType, header_kvs, row_bytes, type_name, write_gguf
+from .gguf import TYPE_LAYOUT, GGMLType, GGUFFile, ValueType, header_kvs, row_bytes, type_name, write_gguf
 from .verify import make_pin, pin_path_beside, sha256_file, write_pin
 
 #: the types a derived file may be written in -> llama_ftype (include/llama.h) for general.file_type
-OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7}
+OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "Q1_0": 40, "Q2_0": 41}
+#: the types written by llama-quantize's rule (tensor order, per-tensor type choice, metadata), not bankml's
+LLAMA_QUANTIZE_RULE = ("Q1_0", "Q2_0")
+#: the types `quantize` encodes
+ENCODABLE = ("F32", "F16", "Q4_0", "Q8_0", "Q1_0", "Q2_0")
 
 F32, F16 = np.dtype("<f4"), np.dtype("<f2")
 
@@ -48,8 +78,8 @@ class QuantizeError(BankmlError):
 
 # --- decoding ---------------------------------------------------------------------------------------------------
 
-def _blocks(raw: np.ndarray, n_rows: int, n_per_row: int, block_bytes: int) -> np.ndarray:
-    return np.ascontiguousarray(raw).reshape(n_rows * (n_per_row // 32), block_bytes)
+def _blocks(raw: np.ndarray, n_rows: int, n_per_row: int, block_bytes: int, blck: int = 32) -> np.ndarray:
+    return np.ascontiguousarray(raw).reshape(n_rows * (n_per_row // blck), block_bytes)
 
 
 def _scale(blocks: np.ndarray, at: int = 0) -> np.ndarray:
@@ -66,8 +96,9 @@ def dequantize(gtype: int, raw: np.ndarray, n_rows: int, n_per_row: int) -> np.n
         return raw.view(F16).reshape(n_rows, n_per_row).astype(np.float32)
     if gtype == GGMLType.BF16:
         return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(n_rows, n_per_row)
-    if n_per_row % 32:
-        raise QuantizeError(f"{n_per_row} elements per row is not a multiple of 32")
+    blck = TYPE_LAYOUT[gtype][0] if gtype in TYPE_LAYOUT else 32
+    if n_per_row % blck:
+        raise QuantizeError(f"{n_per_row} elements per row is not a multiple of {blck}")
     with np.errstate(all="ignore"):  # inf and NaN scales decode as ggml decodes them
         return _dequantize_blocks(gtype, raw, n_rows, n_per_row)
 
@@ -85,13 +116,23 @@ def _dequantize_blocks(gtype: GGMLType, raw: np.ndarray, n_rows: int, n_per_row:
             x = (q - np.float32(8)) * _scale(b)
         else:
             x = q * _scale(b) + _scale(b, 2)
+    elif gtype == GGMLType.Q1_0:
+        b = _blocks(raw, n_rows, n_per_row, 18, 128)
+        d = _scale(b)
+        bits = np.unpackbits(b[:, 2:], axis=1, bitorder="little").astype(bool)
+        x = np.where(bits, d, -d)
+    elif gtype == GGMLType.Q2_0:
+        b = _blocks(raw, n_rows, n_per_row, 18, 64)
+        qs = b[:, 2:]
+        q = np.stack([(qs >> s) & 3 for s in (0, 2, 4, 6)], axis=2).reshape(len(b), 64)
+        x = (q.astype(np.float32) - np.float32(1)) * _scale(b)
     else:
         raise QuantizeError(f"tensors of type {type_name(gtype)} cannot be decoded by the converter yet "
                             f"(it reads {', '.join(DECODABLE)})")
     return x.reshape(n_rows, n_per_row)
 
 
-DECODABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
+DECODABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q1_0", "Q2_0")
 
 
 # --- encoding ---------------------------------------------------------------------------------------------------
@@ -115,8 +156,15 @@ def quantize(type_name_: str, x: np.ndarray) -> np.ndarray:
         return x.view(np.uint8)
     if type_name_ == "F16":
         return _f16_bits(x).reshape(n_rows, n * 2)
-    if n % 32:
-        raise QuantizeError(f"{n} elements per row is not a multiple of 32")
+    if type_name_ not in ENCODABLE:
+        raise QuantizeError(f"cannot write type {type_name_!r}; the converter writes {', '.join(ENCODABLE)}")
+    blck = TYPE_LAYOUT[GGMLType[type_name_]][0]
+    if n % blck:
+        raise QuantizeError(f"{n} elements per row is not a multiple of {blck}")
+    if type_name_ in ("Q1_0", "Q2_0"):
+        with np.errstate(all="ignore"):
+            out = _quantize_q1_0(x.reshape(-1, 128)) if type_name_ == "Q1_0" else _quantize_q2_0(x.reshape(-1, 64))
+        return out.reshape(n_rows, row_bytes(GGMLType[type_name_], n))
     blk = x.reshape(-1, 32)
     with np.errstate(all="ignore"):
         if type_name_ == "Q8_0":
@@ -138,9 +186,34 @@ def quantize(type_name_: str, x: np.ndarray) -> np.ndarray:
     return out.reshape(n_rows, row_bytes(GGMLType[type_name_], n))
 
 
+def _quantize_q1_0(blk: np.ndarray) -> np.ndarray:
+    s = np.zeros(len(blk), np.float32)
+    a = np.abs(blk)
+    for j in range(blk.shape[1]):         # the sum in element order, in float32, as the C loop adds
+        s += a[:, j]
+    d = (s / np.float32(128)).astype(np.float32)
+    qs = np.packbits(blk >= 0, axis=1, bitorder="little")
+    return np.concatenate([_f16_bits(d).reshape(-1, 2), qs], axis=1)
+
+
+def _quantize_q2_0(blk: np.ndarray) -> np.ndarray:
+    d = np.fmax.reduce(np.abs(blk), axis=1, initial=np.float32(0)).astype(np.float32)  # NaN never wins
+    inv = np.where(d > 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = _round_half_away((blk * inv[:, None]).astype(np.float32))
+    q = np.where(np.isfinite(v), v, -2.0 ** 31)          # cvttss2si of inf / NaN: INT_MIN
+    q = np.clip(q + 1, 0, 3).astype(np.uint8).reshape(len(blk), 16, 4)
+    qs = q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)
+    return np.concatenate([_f16_bits(d).reshape(-1, 2), qs], axis=1)
+
+
 # --- files ------------------------------------------------------------------------------------------------------
 
-def _plan(f: GGUFFile, out_type: str):
+def _plan(f: GGUFFile, out_type: str, tensor_types: list[tuple[str, str]] | None = None):
+    """(kvs, tensors) for write_gguf: the rule of the module docstring for `out_type`."""
+    if out_type in LLAMA_QUANTIZE_RULE:
+        return _plan_llama_quantize(f, out_type, tensor_types or [])
+    if tensor_types:
+        raise QuantizeError(f"--tensor-type applies to {', '.join(LLAMA_QUANTIZE_RULE)} (llama-quantize's rule)")
     target = GGMLType[out_type]
     kvs = header_kvs(f.header)
     ftype = ("general.file_type", ValueType.UINT32, OUTPUT_TYPES[out_type], None)
@@ -164,15 +237,115 @@ def _plan(f: GGUFFile, out_type: str):
     return kvs, tensors
 
 
+#: substrings of the names llama-quantize never re-encodes (src/llama-quant.cpp tensor_allows_quantization)
+_NEVER = ("_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
+          "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
+          "indexer.q_proj.weight", "time_mix_", "attn_rel_b.weight", ".position_embd", "sam.pos_embd", "sam.neck.",
+          "sam.net_", ".rel_pos", ".patch_embd", ".patch_merger", "a.rvq.codebook", "mm.a.code_embd")
+_NEVER_EXACT = ("position_embd.weight", "token_types.weight")
+#: llama-quantize's fallback when a row is not a multiple of the chosen type's block (tensor_type_fallback)
+_FALLBACK = {"Q2_0": "Q4_0", "Q2_K": "Q4_0", "Q3_K": "Q4_0", "TQ1_0": "Q4_0", "TQ2_0": "Q4_0", "Q4_K": "Q5_0",
+             "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+_RULE_ARCHS = ("llama", "qwen3")
+
+
+def _llama_quantizes(ti) -> bool:
+    name = ti.name
+    if len(ti.shape) < 2 or not name.endswith("weight") or name in _NEVER_EXACT:
+        return False
+    return not any(s in name for s in _NEVER)
+
+
+def _shape_fallback(name: str, n_per_row: int, t: str) -> str:
+    blck = TYPE_LAYOUT[GGMLType[t]][0]
+    if n_per_row % blck == 0:
+        return t
+    if t in _FALLBACK:
+        t = _FALLBACK[t]
+    elif blck > 32:
+        raise QuantizeError(f"tensor {name!r}: {n_per_row} elements per row are not a multiple of {blck} "
+                            f"(required for {t.lower()}); llama-quantize b11192 stops there: no tensor type "
+                            f"fallback is defined for type {t.lower()}")
+    return t if n_per_row % TYPE_LAYOUT[GGMLType[t]][0] == 0 else "F16"
+
+
+def llama_quantize_type(name: str, n_per_row: int, out_type: str, tied: bool,
+                        tensor_types: list[tuple[str, str]]) -> str:
+    """The type llama-quantize b11192 gives a tensor it re-encodes, for the ftype of `out_type` (Q1_0, Q2_0)."""
+    t = None
+    for pattern, ttype in tensor_types:
+        if re.search(pattern, name):
+            t = ttype
+            break
+    if t is None:
+        t = out_type
+        if name == "output.weight" or (tied and name == "token_embd.weight"):
+            t = "Q8_0" if n_per_row % TYPE_LAYOUT[GGMLType[out_type]][0] else "Q6_K"
+        elif name == "token_embd.weight" and out_type == "Q2_0":
+            t = "Q4_K"
+    return _shape_fallback(name, n_per_row, t)
+
+
+def _layer_key(name: str):
+    m = re.match(r"blk\.([+-]?\d+)", name)
+    return (int(m.group(1)) if m else -1, name.encode())
+
+
+def _plan_llama_quantize(f: GGUFFile, out_type: str, tensor_types: list[tuple[str, str]]):
+    h = f.header
+    if h.architecture not in _RULE_ARCHS:
+        raise QuantizeError(f"{out_type} files are written by llama-quantize's rule for {', '.join(_RULE_ARCHS)}; "
+                            f"this file is {h.architecture!r}")
+    if (h.arch_key("expert_count") or 0) > 1:
+        raise QuantizeError("models with experts are not written by this converter")
+    if h.metadata.get("general.alignment", 32) != 32:
+        raise QuantizeError("llama-quantize lays its output out at 32 bytes; this file sets general.alignment "
+                            f"{h.metadata['general.alignment']}")
+    for _, ttype in tensor_types:
+        if ttype not in GGMLType.__members__:
+            raise QuantizeError(f"--tensor-type: unknown type {ttype!r}")
+    skip = ("general.quantization_version", "general.file_type")
+    kvs = [k for k in header_kvs(h) if k[0] not in skip]
+    kvs += [("general.quantization_version", ValueType.UINT32, 2, None),
+            ("general.file_type", ValueType.UINT32, OUTPUT_TYPES[out_type], None)]
+    tied = "output.weight" not in f.tensors
+    tensors = []
+    for ti in sorted(f.tensors.values(), key=lambda ti: _layer_key(ti.name)):
+        copy = (ti.name, ti.shape, ti.type, (lambda name=ti.name: f.tensor_bytes(name)))
+        if not _llama_quantizes(ti):
+            tensors.append(copy)
+            continue
+        n_per_row = ti.shape[0]
+        t = llama_quantize_type(ti.name, n_per_row, out_type, tied, tensor_types)
+        if GGMLType[t] == ti.type:
+            tensors.append(copy)
+            continue
+        if t not in ENCODABLE:
+            raise QuantizeError(f"tensor {ti.name!r}: llama-quantize writes it as {t}, which this converter does "
+                                f"not encode (it writes {', '.join(ENCODABLE)})")
+        if type_name(ti.type) not in DECODABLE:
+            raise QuantizeError(f"tensor {ti.name!r}: type {type_name(ti.type)} cannot be decoded by the "
+                                f"converter yet (it reads {', '.join(DECODABLE)})")
+        n_rows = ti.n_elements // n_per_row
+
+        def encode(ti=ti, n_rows=n_rows, n_per_row=n_per_row, t=t):
+            return quantize(t, dequantize(ti.type, f.tensor_bytes(ti.name), n_rows, n_per_row))
+        tensors.append((ti.name, ti.shape, GGMLType[t], encode))
+    return kvs, tensors
+
+
 def convert(src: str | os.PathLike, dst: str | os.PathLike, out_type: str, *,
-            provenance: dict | None = None, progress: ProgressArg = None) -> Path:
+            provenance: dict | None = None, progress: ProgressArg = None,
+            tensor_types: list[tuple[str, str]] | None = None) -> Path:
     """Write `dst`, the derived file of `src` in `out_type`, atomically, and its pin `dst.FORK.json` beside it.
-    `provenance` is merged into the pin's provenance (e.g. the model's name)."""
+    `provenance` is merged into the pin's provenance (e.g. the model's name). `tensor_types`: llama-quantize's
+    `--tensor-type PATTERN=TYPE` overrides, in order (Q1_0 and Q2_0 only)."""
     out_type = out_type.upper()
     src, dst = check_paths(src, dst, out_type, QuantizeError)
+    tensor_types = [(pat.lower(), t.upper()) for pat, t in tensor_types or []]
     src_sha = sha256_file(src, progress)
     with GGUFFile(src) as f:
-        kvs, tensors = _plan(f, out_type)
+        kvs, tensors = _plan(f, out_type, tensor_types)
         with Progress(len(tensors), f"writing {dst.name}", progress) as bar:
             def step(data):
                 def run():
@@ -185,8 +358,14 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, out_type: str, *,
                     "converter": f"bankml.quantize (bankml {__version__})", "type": out_type,
                     "how": f"bankml quantize {src.name} {dst.name} {out_type}: tensors of two or more dimensions "
                            f"decoded to float32 and encoded as {out_type} (ggml's reference rules), others copied"}
+            if out_type in LLAMA_QUANTIZE_RULE:
+                prov["how"] = (f"bankml quantize {src.name} {dst.name} {out_type}: llama-quantize b11192's rule "
+                               f"(tensor order, per-tensor types, metadata) with ggml's reference encoders")
+                if tensor_types:
+                    prov["tensor_types"] = [f"{p}={t}" for p, t in tensor_types]
             prov.update(provenance or {})
-            write_derived(dst, kvs, [(n, s, t, step(d)) for n, s, t, d in tensors], f.header.alignment, prov)
+            align = 32 if out_type in LLAMA_QUANTIZE_RULE else f.header.alignment
+            write_derived(dst, kvs, [(n, s, t, step(d)) for n, s, t, d in tensors], align, prov)
     return dst
 
 
@@ -234,12 +413,24 @@ def add_parser(subparsers) -> None:
     p.add_argument("output", metavar="OUT")
     p.add_argument("type", metavar="TYPE", type=str.upper, choices=list(OUTPUT_TYPES),
                    help=", ".join(OUTPUT_TYPES))
+    p.add_argument("--tensor-type", action="append", default=[], metavar="PATTERN=TYPE", type=_tensor_type,
+                   help="as llama-quantize's: tensors whose name contains a match of PATTERN (a regular "
+                        "expression) are written as TYPE (Q1_0 and Q2_0 only)")
     p.set_defaults(func=_run)
+
+
+def _tensor_type(arg: str) -> tuple[str, str]:
+    pattern, sep, ttype = arg.partition("=")
+    if not sep or not pattern or not ttype:
+        raise argparse.ArgumentTypeError(f"malformed tensor type {arg!r} (PATTERN=TYPE)")
+    if ttype.upper() not in GGMLType.__members__:
+        raise argparse.ArgumentTypeError(f"invalid ggml type {ttype!r}")
+    return pattern, ttype
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        out = convert(args.input, args.output, args.type, progress=None)
+        out = convert(args.input, args.output, args.type, progress=None, tensor_types=args.tensor_type)
     except OSError as e:
         print(f"bankml: {e.filename or args.input}: {e.strerror or e}", file=sys.stderr)
         return 1

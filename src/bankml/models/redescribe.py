@@ -28,7 +28,7 @@ from ..about import __version__
 from ._progress import ProgressArg
 from ..errors import BankmlError
 from .gguf import GGMLType, GGUFFile, header_kvs
-from .quantize import _plan, check_paths, write_derived
+from .quantize import LLAMA_QUANTIZE_RULE, _plan, check_paths, write_derived
 from .verify import sha256_file
 
 #: the architectures a llama file can be re-described as
@@ -87,6 +87,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, arch: str = "qwen3",
     if arch not in TARGETS:
         raise RedescribeError(f"cannot re-describe a file as {arch!r}; targets: {', '.join(TARGETS)}")
     out_type = None if out_type is None else out_type.upper()
+    if out_type in LLAMA_QUANTIZE_RULE:
+        raise RedescribeError(f"{out_type} follows llama-quantize's rule: re-describe first, then "
+                              f"`bankml quantize` the re-described file")
     src, dst = check_paths(src, dst, out_type, RedescribeError)
     src_sha = sha256_file(src, progress)
     with GGUFFile(src) as f:

@@ -4,7 +4,7 @@ gelu.h, with quants.h's Q8_0 and Q4_0).
 
 Used only by tests/ and tests/bench/: the engine calls the kernels from its own compiled code. Weights are uint8
 arrays [m, row_bytes] in the GGUF layout (m rows of k values, ggml type ids: Q4_0 2, Q5_0 6, Q8_0 8, Q4_K 12,
-Q6_K 14);
+Q6_K 14, Q1_0 41, Q2_0 42);
 activations float32 [n, k] (n columns, one token a row); results float32 [n, m], as ggml's MUL_MAT writes them.
 
 `MatMul(wtype, w, k, repack=...)` runs a whole MUL_MAT node the way llama.cpp b11192's CPU backend does for
@@ -32,10 +32,11 @@ cdef extern from *:
     #include "kquants.h"
     #include "quants.h"
     #include "quants_q5.h"
+    #include "quants_bonsai.h"
     #include "repack.h"
     #include "gelu.h"
 
-    enum { KQ_Q4_0 = 2, KQ_Q5_0 = 6, KQ_Q8_0 = 8, KQ_Q4_K = 12, KQ_Q6_K = 14 };
+    enum { KQ_Q4_0 = 2, KQ_Q5_0 = 6, KQ_Q8_0 = 8, KQ_Q4_K = 12, KQ_Q6_K = 14, KQ_Q1_0 = 41, KQ_Q2_0 = 42 };
 
     static size_t kq_act_bytes(int wtype, int k) {
         return (wtype == KQ_Q4_K || wtype == KQ_Q6_K) ? (size_t)(k / 256) * sizeof(bk_block_q8_K)
@@ -48,6 +49,8 @@ cdef extern from *:
         case KQ_Q8_0: bk_dot_q8_0_q8_0_rows(k, s, nr, w, rb, y); break;
         case KQ_Q4_K: bk_dot_q4_K_q8_K_rows(k, s, nr, w, rb, y); break;
         case KQ_Q4_0: for (int r = 0; r < nr; r++) s[r] = bk_dot_q4_0_q8_0(k, w + r * rb, y); break;
+        case KQ_Q1_0: bk_dot_q1_0_q8_0_rows(k, s, nr, w, rb, y); break;
+        case KQ_Q2_0: bk_dot_q2_0_q8_0_rows(k, s, nr, w, rb, y); break;
         default: bk_dot_q6_K_q8_K_rows(k, s, nr, w, rb, y); break;
         }
     }
@@ -129,9 +132,10 @@ cdef extern from *:
     void kq_geglu(int64_t rows, int64_t n, float *y, const float *x, const float *g, int gelu_only, int nth) nogil
     uint8_t *kq_alloc(size_t n) nogil
 
-Q4_0, Q5_0, Q8_0, Q4_K, Q6_K = 2, 6, 8, 12, 14
-BLOCK = {Q4_0: (32, 18), Q5_0: (32, 22), Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210)}  # (values, bytes) a block
-NAMES = {Q4_0: "Q4_0", Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
+Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q1_0, Q2_0 = 2, 6, 8, 12, 14, 41, 42
+BLOCK = {Q4_0: (32, 18), Q5_0: (32, 22), Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210),
+         Q1_0: (128, 18), Q2_0: (64, 18)}  # (values, bytes) a block
+NAMES = {Q4_0: "Q4_0", Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K", Q1_0: "Q1_0", Q2_0: "Q2_0"}
 
 
 def row_bytes(int wtype, int k):
