@@ -5,7 +5,7 @@ gathers it (tools/server/server-context.cpp) when every slot has its own KV stre
     worker.submit(batcher.admit, task)           # a completion task: its slots, or deferred until slots free
     batcher.step()                               # one update_slots iteration (the worker calls it while busy)
 
-The worker (bankml.server.generation.Worker) takes every queued item first (tasks are launched on their slots
+The worker (bankml.server.worker.Worker) takes every queued item first (tasks are launched on their slots
 between steps, as llama-server's start_loop does), then runs one step while any slot is at work. A step:
 
 1. a task whose stream was cut (its `cancelled` flag) frees its slots now (the KV it computed stays cached; the
@@ -26,7 +26,7 @@ A task arriving while others generate joins at the next step. A task finds no id
 busy, or too few free slots for its n > 1 children): it is deferred, and each slot's release puts one deferred
 task (the first that asked for that slot, else the oldest) back at the queue's front. An embedding or rerank task
 runs whole between steps once a slot is idle; a slot save / restore / erase waits until its slot is released
-(bankml.server.generation.Worker.call's wait_for).
+(bankml.server.worker.Worker.call's wait_for).
 
 Served one at a time instead (for_context returns None): one slot (-np 1), the unified KV cache (-kvu, and -np
 auto): its cell placement across sequences (holes, interleaving, one stream and split_simple) is not reproduced

@@ -103,7 +103,7 @@ class ServerContext:
         self.t_start_us = int(time.monotonic() * 1e6)
         self.lock = threading.Lock()
         self.slots = None            # bankml.server.slots.SlotPool, made by start()
-        self.worker = None           # bankml.server.generation.Worker, made by start()
+        self.worker = None           # bankml.server.worker.Worker, made by start()
         marker = os.environ.get("LLAMA_MEDIA_MARKER")
         if not marker:
             from .api.info import random_string
@@ -161,7 +161,7 @@ class ServerContext:
 
     def start(self) -> None:
         """The slots and the worker thread (once)."""
-        from .generation import Worker
+        from .worker import Worker
         from .slots import SlotPool
         if self.slots is None:
             self.slots = SlotPool(self)
