@@ -5,8 +5,9 @@ llama-server does not implement Anthropic's API on its own: it rewrites the body
 and answers the results in Anthropic's shapes (server_task_result_cmpl_final::to_json_anthropic /
 to_json_anthropic_stream, server_task_result_cmpl_partial::to_json_anthropic, tools/server/server-task.cpp:731-983
 and 1324-1460). Here likewise: `convert` is the rewrite, the OpenAI chat family's request step (families.oai_chat)
-takes it from there (so tools stay refused with its 501), and this family writes the message object and the
-stream's events.
+takes it from there (tools included: the tool-call formats it parses, else its 501), and this family writes the
+message object and the stream's events: parsed tool calls become `tool_use` blocks (their input the arguments'
+JSON, `{}` when they do not parse), streamed as content_block_start and input_json_delta events.
 
 The stream is SSE with an `event:` line before each `data:` line and no end marker (format_anthropic_sse,
 tools/server/server-common.cpp:1657); an error after the stream opened is `event: error` with the bare error
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from ...generation import STOP_EOS, STOP_WORD, Final, Token
 from ...http import dumps
-from .base import SSE, Family, FamilyRequest
+from .base import SSE, Family, FamilyRequest, text
 from .oai_chat import ChatState, OAIChat
 
 # the keys passed through as they are (server-chat.cpp:592-596)
@@ -194,21 +195,49 @@ def convert(body) -> dict:
 
 # --- answers ----------------------------------------------------------------------------------------------------
 
-def stop_reason(res: Final) -> str:
-    # tool_use needs parsed tool calls, which bankml refuses before generating
-    return "end_turn" if res.stop in (STOP_WORD, STOP_EOS) else "max_tokens"
+def stop_reason(res: Final, calls=()) -> str:
+    if res.stop in (STOP_WORD, STOP_EOS):
+        return "tool_use" if calls else "end_turn"
+    return "max_tokens"
 
 
 def _usage(n_prompt: int, n_cached: int, n_out: int) -> dict:
     return {"cache_read_input_tokens": n_cached, "input_tokens": n_prompt - n_cached, "output_tokens": n_out}
 
 
-def message_final(res: Final, model: str, cmpl_id: str, state: ChatState) -> dict:
-    """to_json_anthropic (server-task.cpp:731-795): a text block when the parsed content is not empty."""
-    content = state.parse(res.content, False)
+def _input(arguments: str):
+    """A tool_use block's input: the arguments' JSON value, an empty object where they do not parse."""
+    from ....cxx import nljson
+    try:
+        return nljson.loads(arguments)
+    except Exception:
+        return {}
+
+
+def _final_message(res_content: bytes, state: "MessageState"):
+    """The final parse (update_chat_msg, not partial): (content, tool calls)."""
+    if state.tools is None:
+        return state.parse(res_content, False), []
+    from ....errors import SchemaError
+    from ...http import Refusal
+    try:
+        msg = state.final_message(res_content)
+    except SchemaError as e:            # the final parse failed: llama-server's handler answers 500
+        raise Refusal(500, e.message) from None
+    if msg is None:
+        return text(res_content), []
+    return msg.content, list(msg.tool_calls)
+
+
+def message_final(res: Final, model: str, cmpl_id: str, state: "MessageState") -> dict:
+    """to_json_anthropic (server-task.cpp:731-795): a text block when the parsed content is not empty, then a
+    tool_use block a parsed call."""
+    content, calls = _final_message(res.content, state)
     blocks = [{"type": "text", "text": content}] if content else []
+    for c in calls:
+        blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments)})
     return {"id": cmpl_id, "type": "message", "role": "assistant", "content": blocks, "model": model,
-            "stop_reason": stop_reason(res), "stop_sequence": res.stopping_word or None,
+            "stop_reason": stop_reason(res, calls), "stop_sequence": res.stopping_word or None,
             "usage": _usage(res.n_prompt_tokens, res.n_prompt_cached, res.n_decoded)}
 
 
@@ -216,44 +245,115 @@ def _ev(name: str, data: dict) -> dict:
     return {"event": name, "data": data}
 
 
+def _block_start(index: int, block: dict) -> dict:
+    return _ev("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+
+
+def _block_delta(index: int, delta: dict) -> dict:
+    return _ev("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+
+
 def _text_events(state: "MessageState", delta: str) -> list:
     out = []
     if not state.text_started:
-        out.append(_ev("content_block_start", {"type": "content_block_start", "index": 0,
-                                               "content_block": {"type": "text", "text": ""}}))
+        out.append(_block_start(0, {"type": "text", "text": ""}))
         state.text_started = True
-    out.append(_ev("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                           "delta": {"type": "text_delta", "text": delta}}))
+    out.append(_block_delta(0, {"type": "text_delta", "text": delta}))
     return out
+
+
+def _diff_events(diffs: list[dict], text_started: bool, tool_index, started: set | None) -> tuple[list, bool]:
+    """The events of a run of diffs (OpenAI deltas, bankml.server.api.families.oai_chat.tool_diffs): a content
+    delta opens the text block (index 0) once, a call's delta goes to block `tool_index(text_started, i)`; a
+    call's block opens on a delta naming it (`started` None: the partial results' rule) or on its first delta
+    (`started`, a set: the final result's rule, with the call's full id and name)."""
+    out = []
+    for d in diffs:
+        if d.get("content"):
+            if not text_started:
+                out.append(_block_start(0, {"type": "text", "text": ""}))
+                text_started = True
+            out.append(_block_delta(0, {"type": "text_delta", "text": d["content"]}))
+        for tc in d.get("tool_calls", ()):
+            i, fn = tc["index"], tc.get("function", {})
+            k = tool_index(text_started, i)
+            if started is None:
+                if fn.get("name"):
+                    out.append(_block_start(k, {"type": "tool_use", "id": tc.get("id", ""), "name": fn["name"]}))
+            elif i not in started:
+                started.add(i)
+                out.append(_block_start(k, {"type": "tool_use", **tool_index.full(i)}))
+            if fn.get("arguments"):
+                out.append(_block_delta(k, {"type": "input_json_delta", "partial_json": fn["arguments"]}))
+    return out, text_started
 
 
 def partial_events(ev: Token, model: str, cmpl_id: str, state: "MessageState") -> list:
     """server_task_result_cmpl_partial::to_json_anthropic (server-task.cpp:1324-1460): message_start with the
-    first token, then a text block opened by the first content delta and one delta event per change."""
+    first token, then per change of the parsed message its events: a text block opened by the first content
+    delta, a tool_use block opened by a delta that names its call (index: 1 after a text block, plus the call's)
+    and input_json_delta events with the arguments' growth."""
     out = []
     if ev.n_decoded == 1:
         out.append(_ev("message_start", {"type": "message_start", "message": {
             "id": cmpl_id, "type": "message", "role": "assistant", "content": [], "model": model,
             "stop_reason": None, "stop_sequence": None,
             "usage": _usage(ev.n_prompt_tokens, ev.n_prompt_cached, 0)}}))
-    d = state.diff(ev.text)
-    if d:
-        out += _text_events(state, d)
-    return out
+    if state.tools is None:
+        d = state.diff(ev.text)
+        if d:
+            out += _text_events(state, d)
+        return out
+    events, state.text_started = _diff_events(state.deltas(ev.text), state.text_started,
+                                              lambda text, i: int(text) + i, None)
+    return out + events
+
+
+class _FinalIndex:
+    """The final result's block index of call i (after a text block when the final message has content) and
+    the call's full id and name."""
+
+    def __init__(self, has_text: bool, calls):
+        self.has_text, self.calls = has_text, calls
+
+    def __call__(self, _text_started: bool, i: int) -> int:
+        return int(self.has_text) + i
+
+    def full(self, i: int) -> dict:
+        return {"id": self.calls[i].id, "name": self.calls[i].name}
 
 
 def final_events(res: Final, state: "MessageState") -> list:
     """to_json_anthropic_stream (server-task.cpp:797-983): what the final parse adds, the text block's stop
-    (when there is text), message_delta with the stop reason and output tokens, message_stop."""
+    (when there is text), a stop per tool_use block, message_delta with the stop reason and output tokens,
+    message_stop."""
     out = []
-    # a stream's final result carries no text: the message is what the partial results sent (task_result_state)
-    content = state.parse(res.content or state.generated, False)
-    if content != state.content and content.startswith(state.content):
-        out += _text_events(state, content[len(state.content):])
+    if state.tools is None:
+        # a stream's final result carries no text: the message is what the partial results sent
+        content = state.parse(res.content or state.generated, False)
+        if content != state.content and content.startswith(state.content):
+            out += _text_events(state, content[len(state.content):])
+        calls = []
+    else:
+        from .oai_chat import tool_diffs
+        from ...http import Refusal
+        old = state.msg
+        try:
+            content, calls = _final_message(state.generated, state)
+        except Refusal:                 # as the OpenAI chat stream: the message the partial results sent
+            content = old.content if old is not None else state.content
+            calls = list(old.tool_calls) if old is not None else []
+        new = state.msg
+        diffs = tool_diffs(old if old is not None else type(new)(), new) if new is not None and new is not old else []
+        # the final result's own run: its text block and call blocks are opened anew (local state)
+        events, _ = _diff_events(diffs, False, _FinalIndex(bool(content), calls), set())
+        out += events
     if content:
         out.append(_ev("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    for i in range(len(calls)):
+        out.append(_ev("content_block_stop", {"type": "content_block_stop", "index": int(bool(content)) + i}))
     out.append(_ev("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": stop_reason(res),
+                                     "delta": {"stop_reason": stop_reason(res, calls),
                                                "stop_sequence": res.stopping_word or None},
                                      "usage": {"output_tokens": res.n_decoded}}))
     out.append(_ev("message_stop", {"type": "message_stop"}))
@@ -261,10 +361,10 @@ def final_events(res: Final, state: "MessageState") -> list:
 
 
 class MessageState(ChatState):
-    """The chat parser's state and whether the text block has been opened."""
+    """The chat parser's state (with `tools`, the tool-call parser) and whether the text block has been opened."""
 
-    def __init__(self, fmt=None, prefix: str = ""):
-        super().__init__(fmt, prefix)
+    def __init__(self, fmt=None, prefix: str = "", tools=None):
+        super().__init__(fmt, prefix, tools)
         self.text_started = False
 
 
@@ -283,6 +383,7 @@ class AnthropicSSE(SSE):
 
 class AnthropicMessages(Family):
     name = "anthropic_messages"
+    parses_tool_calls = True
     framing = AnthropicSSE()
 
     def read(self, ctx, body) -> FamilyRequest:
@@ -294,6 +395,9 @@ class AnthropicMessages(Family):
         return OAIChat.read(self, ctx, oai)
 
     def state(self, prep):
+        from ....grammar.chat_tools import ChatToolCalls
+        if isinstance(prep.fmt, ChatToolCalls):
+            return MessageState(None, prep.prefix, prep.fmt)
         return MessageState(prep.fmt, prep.prefix)
 
     def final(self, reply, i, ev):

@@ -78,6 +78,7 @@ class Family:
 
     name = ""
     framing: Framing
+    parses_tool_calls = False   # a chat family that answers parsed tool calls (OpenAI chat, Anthropic)
 
     def read(self, ctx, body) -> FamilyRequest:
         """The family's own request step before the prompt is read (raises Refusal); by default the body is

@@ -235,6 +235,7 @@ def _not_yet(message: str) -> Refusal:
 
 class OAIChat(Family):
     name = "oai_chat"
+    parses_tool_calls = True
     framing = SSE(done=True)
 
     def read(self, ctx, body) -> FamilyRequest:
@@ -253,11 +254,11 @@ class OAIChat(Family):
         if req.has_tools:   # served without a tool-call grammar / parser, or with one bankml reproduces
             from ....chat.tools import refusal, served_with_tool_parser
             caps = ctx.templates.caps()
-            why = refusal(req.chat, req.inputs, caps, parse_tools=self.name == "oai_chat")
+            why = refusal(req.chat, req.inputs, caps, parse_tools=self.parses_tool_calls)
             if why:
                 raise _not_yet(why)
-            if self.name == "oai_chat" and served_with_tool_parser(req.chat, req.inputs, caps):
-                tools = self._tool_calls(req, data)
+            if self.parses_tool_calls and served_with_tool_parser(req.chat, req.inputs, caps):
+                tools = OAIChat._tool_calls(req, data)
         if req.chat.format not in ("content-only", "peg-native"):
             raise _not_yet(f"chat format {req.chat.format} is not reproduced by bankml yet")
         gp, base = req.chat.generation_prompt, ctx.base_generation_prompt()
