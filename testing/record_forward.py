@@ -33,6 +33,10 @@ Sets:
                     set): prompts of 255 and 513 tokens (tiled prefill, a 1-token ubatch past 512, decode steps
                     crossing n_kv 256 -> 512 and at n_kv 768) x (1 + 4 or 8), and at -t 4, 16, 64 one of 1024
                     (decode at n_kv 1280); the prompts are kept once
+  qwen3_threads     the qwen3 file with -t 1, 3, 4, 6, 8, 12, 16: prompts of 100, 300, 513 and (at -t 3, 8, 16) 1025
+                    tokens (tiled ubatches, 1-token ubatches at 512 and 1024) x (1 + 2 or 4 decode rows at n_kv
+                    256 .. 1280);
+                    gemma3_threads.json is testing/record_forward_gemma3.py's
 """
 
 from __future__ import annotations
@@ -157,12 +161,16 @@ def run_case(L: Llama, prompt: list[int], steps: int) -> dict:
 
 
 def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: str = "f16",
-               pick=None, steps_of=None) -> dict:
-    path = derived(model_key) if model_key.startswith(("f32", "qwen3")) else model_path(MODELS[model_key])
+               pick=None, steps_of=None, path: Path | None = None, prompts_of=None, context=None) -> dict:
+    """One set: the prompts of make_prompts (or prompts_of(L)) picked by id, each run with steps_of[id] (else
+    steps) greedy steps, at llama -t `threads`. path: a model file other than MODELS[model_key]'s; context:
+    more keys for the record's context."""
+    if path is None:
+        path = derived(model_key) if model_key.startswith(("f32", "qwen3")) else model_path(MODELS[model_key])
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
     with Llama(path, n_ctx=4096, n_threads=threads, type_k=kv, type_v=kv, poll=0) as L:
-        prompts = make_prompts(L, L.n_vocab)
+        prompts = prompts_of(L) if prompts_of else make_prompts(L, L.n_vocab)
         if pick is not None:
             prompts = [p for p in prompts if p["id"] in pick]
         cases = []
@@ -174,7 +182,7 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
     rec = {"what": "logits of a whole-prompt llama_decode, then of each greedy decode step",
            "oracle": ORACLE, "model": path.name, "model_sha256": sha256_file(path),
            "context": {"n_ctx": 4096, "n_batch": 2048, "n_ubatch": 512, "threads": threads, "cache_type": cache,
-                       "flash_attn": "auto (on)"},
+                       "flash_attn": "auto (on)", **(context or {})},
            "hash": HASH, "cases": cases}
     print(f"{name}: {len(cases)} cases, {sum(c['steps'] + 1 for c in cases)} rows, {time.time() - t0:.0f} s")
     return rec
@@ -191,17 +199,43 @@ THREADS_MORE_STEPS = {"text-255": 4, "text-513": 8, "text-1024": 8}
 THREADS_MORE_LONG = {("q4_1", 4), ("q4_1", 16), ("q4_1", 64)}  # the sets that also run text-1024 (replay time)
 
 
+def prompts_once(sets: list[dict]) -> dict:
+    """Sets that run the same prompts, each prompt kept once in the file's "prompts" (tests/engine_replay.py
+    puts them back)."""
+    prompts = {}
+    for rec in sets:
+        for c in rec["cases"]:
+            assert prompts.setdefault(c["id"], c["prompt"]) == c["prompt"]
+            del c["prompt"]
+    return {"prompts": prompts, "sets": sets}
+
+
 def record_threads_more() -> dict:
     sets = []
     for m, t in THREADS_MORE:
         pick = set(THREADS_MORE_STEPS) - (set() if (m, t) in THREADS_MORE_LONG else {"text-1024"})
         sets.append(record_set(f"threads_more-{m}-{t}", m, 8, threads=t, pick=pick, steps_of=THREADS_MORE_STEPS))
-    prompts = {}
-    for rec in sets:  # the same prompts in every set: kept once (tests/engine_replay.py puts them back)
-        for c in rec["cases"]:
-            assert prompts.setdefault(c["id"], c["prompt"]) == c["prompt"]
-            del c["prompt"]
-    return {"prompts": prompts, "sets": sets}
+    return prompts_once(sets)
+
+
+# the other graphs' -t sets (gemma3_threads.json by testing/record_forward_gemma3.py, qwen3_threads.json here):
+# llama -t 1, 3, 4, 6, 8, 12, 16 (2 is their base record). Prompts: 100 and 300 tokens (one tiled ubatch: the
+# query tiles follow -t; decode at n_kv 256 one-chunk, then 512 split-KV), 513 (qwen3: a 1-token ubatch at
+# position 512, split-KV inside the prompt; decode at n_kv 768) or 600 (gemma3: a tiled ubatch of 88 rows whose
+# sliding window drops the first cells; decode at n_kv 768 with the oldest cells out of the window), 1025 (a
+# 1-token ubatch at 1024: split-KV at n_kv 1280, and for gemma3 the SWA cache of 1024 cells full and reused; at
+# -t 3, 8 and 16 only, for the replay's time)
+GRAPH_THREADS = (1, 3, 4, 6, 8, 12, 16)
+GRAPH_THREADS_LONG = {3, 8, 16}
+QWEN3_THREADS_STEPS = {"text-100": 2, "text-300": 4, "text-513": 4, "text-1025": 4}
+
+
+def record_graph_threads(name: str, model_key: str, steps_of: dict, long: str = "text-1025", **kw) -> dict:
+    """record_set at each of GRAPH_THREADS over the prompts of steps_of (the `long` one at GRAPH_THREADS_LONG
+    only), the prompts kept once."""
+    return prompts_once([record_set(f"{name}-{t}", model_key, 0, threads=t, steps_of=steps_of, **kw,
+                                    pick=set(steps_of) - (set() if t in GRAPH_THREADS_LONG else {long}))
+                         for t in GRAPH_THREADS])
 
 
 KVQ8_PICK = {"text-1", "text-33", "text-64", "text-100", "text-256", "text-257", "text-512", "text-513",
@@ -239,7 +273,7 @@ def record_ops() -> dict:
 
 
 def main(argv: list[str]) -> None:
-    want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more", "qwen3"]
+    want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more", "qwen3", "qwen3_threads"]
     OUT.mkdir(parents=True, exist_ok=True)
     for name in want:
         if name == "ops":
@@ -254,6 +288,8 @@ def main(argv: list[str]) -> None:
             rec = record_set(name, "q4_1", 120, cache="q8_0", pick=KVQ8_PICK)
         elif name == "threads_more":
             rec = record_threads_more()
+        elif name == "qwen3_threads":
+            rec = record_graph_threads(name, "qwen3", QWEN3_THREADS_STEPS)
         elif name == "threads":
             rec = {"sets": [record_set(f"threads-{t}", "q4_1", 100, threads=t, pick=THREAD_PICK) for t in (1, 3)]}
         else:

@@ -46,13 +46,51 @@ def record_sets(name: str) -> list[dict]:
     return sets
 
 
-def open_recorded(path, rec: dict):
-    """The model of a record: the file's sha256 checked against the record's, opened with its context."""
+def open_recorded(path, rec: dict, check: bool = True):
+    """The model of a record: the file's sha256 checked against the record's (unless check is false), opened
+    with its context."""
     from bankml.engine import Model
     from bankml.models.verify import sha256_file
-    assert sha256_file(path) == rec["model_sha256"]
+    assert not check or sha256_file(path) == rec["model_sha256"]
     ctx = rec["context"]
     return Model.open(path, n_ctx=ctx["n_ctx"], oracle_threads=ctx["threads"], cache_type=ctx["cache_type"])
+
+
+class RecordedModels:
+    """The models of several record sets, one open at a time: called with a set, returns its file opened with its
+    context (-t, cache type), reusing the open one while the sets agree and closing it when they do not, so
+    replay them grouped. path_of: the path of a file name (the records' "model"), asked when first opened; each
+    file's sha256 is checked once against the records'. A context manager (closes the open model)."""
+
+    def __init__(self, path_of):
+        self.path_of = path_of
+        self.key = self.model = None
+        self.hashed = {}
+
+    def __call__(self, rec: dict):
+        from bankml.models.verify import sha256_file
+        ctx = rec["context"]
+        key = (rec["model"], ctx["threads"], ctx["cache_type"])
+        if key != self.key:
+            self.close()
+            path = self.path_of(rec["model"])
+            if path not in self.hashed:
+                self.hashed[path] = sha256_file(path)
+            assert self.hashed[path] == rec["model_sha256"]
+            self.model = open_recorded(path, rec, check=False)
+            self.key = key
+        return self.model
+
+    def close(self) -> None:
+        if self.model is not None:
+            self.model.close()
+        self.key = self.model = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def assert_covers(cases: list[dict], longest: int, edges=(64, 256, 512, 1024), decode_edges=(512, 1024)) -> None:

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bankml.engine import Model
-from bankml.models.verify import sha256_file
-from engine_replay import record_sets, replay
+from engine_replay import RecordedModels, record_sets, replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 
@@ -37,25 +35,8 @@ def models(smollm2_path, smollm2_f16_path, smollm2_q8_0_path):
     paths = {p.name: p for p in (smollm2_path, smollm2_f16_path, smollm2_q8_0_path)}
     if record_sets("f32"):
         paths["smollm2-135m-instruct-f32.gguf"] = _f32_model(smollm2_path)
-    opened, hashed = {}, {}
-
-    def get(rec):
-        ctx = rec["context"]
-        key = (rec["model"], ctx["threads"], ctx["cache_type"])
-        if key not in opened:
-            for k in [k for k in opened if k != key]:  # one model open at a time
-                opened.pop(k).close()
-            path = paths[rec["model"]]
-            if path not in hashed:  # once a file: several records open the same one
-                hashed[path] = sha256_file(path)
-            assert hashed[path] == rec["model_sha256"]
-            opened[key] = Model.open(path, n_ctx=ctx["n_ctx"], oracle_threads=ctx["threads"],
-                                     cache_type=ctx["cache_type"])
-        return opened[key]
-
-    yield get
-    for m in opened.values():
-        m.close()
+    with RecordedModels(paths.__getitem__) as get:
+        yield get
 
 
 def _params():
