@@ -8,7 +8,8 @@ way:
   (status, headers, body bytes); `answer_record(...)` turns that into the record's form: the body as JSON, as
   an SSE event list, or as text.
 - `normalize(answer, model)` blanks the values that differ from run to run (created, id (the Responses API's
-  resp_ / msg_ / rs_ ids and item_id too; a tool call's 32-character id), created_at, system_fingerprint,
+  resp_ / msg_ / rs_ ids and item_id too; a tool call's 32-character id, and the fc_ / call_ ids a Responses
+  function_call item makes of it), created_at, system_fingerprint,
   the measured times of timings (kept: int or float, and zero or not), stream sessions' started_at /
   completed_at / total_bytes (zero or not), /props' media marker, /metrics' rates and times) and writes the model path as
   `$MODEL`, so that a record made on one machine compares with an answer given on another.
@@ -191,6 +192,9 @@ def _norm_value(key, value, model: str):
         return value.split("-")[0] + "-<id>"
     if key in ("id", "item_id") and isinstance(value, str) and re.fullmatch(r"(resp|msg|rs)_[0-9A-Za-z]{32}", value):
         return value.split("_")[0] + "_<id>"     # the Responses API's random ids (task_result_state)
+    if (key in ("id", "item_id", "call_id") and isinstance(value, str)
+            and re.fullmatch(r"(fc|call)_[0-9A-Za-z]{32}", value)):
+        return value.split("_")[0] + "_<tool-call-id>"   # a Responses function_call item's ids (a tool call id)
     if key == "id" and isinstance(value, str) and re.fullmatch(r"[0-9A-Za-z]{32}", value):
         return "<tool-call-id>"                   # a parsed tool call's id (gen_tool_call_id: random, unseeded)
     if key == "created_at" and isinstance(value, int) and not isinstance(value, bool):
