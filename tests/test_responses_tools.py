@@ -48,44 +48,11 @@ def test_enough_requests_recorded():
     assert len({s["name"] for s in SESSIONS}) == 2
 
 
-def _ids(answer: dict) -> list[str]:
-    """The random ids of an answer in order (resp_, msg_, fc_, call_; id, item_id and call_id)."""
-    out = []
-
-    def walk(v, key=None):
-        if isinstance(v, dict):
-            for k, x in v.items():
-                walk(x, k)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-        elif key in ("id", "item_id", "call_id") and isinstance(v, str) and v.split("_")[0] in (
-                "resp", "msg", "fc", "call"):
-            out.append(v)
-    walk(answer.get("json", answer.get("sse")))
-    return out
-
-
-def _id_shape(answer: dict) -> list:
-    # which ids repeat where: each id's kind and the index where its random part first appears (a call's fc_ item
-    # id and its call_ id share the tool call's id)
-    rand = [i.split("_", 1)[1] for i in _ids(answer)]
-    return [(i.split("_")[0], rand.index(r)) for i, r in zip(_ids(answer), rand)]
-
-
 @pytest.mark.slow
 @pytest.mark.oracle
 @pytest.mark.parametrize("session", SESSIONS, ids=[s["name"] for s in SESSIONS])
 def test_responses_tool_session_replays_identically(session, smollm2_path):
-    problems = []
-    with sr.Fixtures(session) as fx, sr.BankmlServe(sr.server_argv(session["flags"], str(smollm2_path))) as srv:
-        for i, step in enumerate(session["steps"]):
-            got = sr.exchange(srv.port, step["request"], fx)
-            want = step["answer"]
-            for d in sr.differences(sr.normalize(want, ""), sr.normalize(got, str(smollm2_path))):
-                problems.append(f"step {i} {step['request']['path']}: {d}")
-            if _id_shape(got) != _id_shape(want):
-                problems.append(f"step {i}: ids repeat as {_id_shape(got)} != {_id_shape(want)}")
+    problems, _ = sr.replay_responses(session, str(smollm2_path))
     assert not problems, f"{session['name']} ({len(problems)} differences):\n" + "\n".join(problems[:8])
 
 
