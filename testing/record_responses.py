@@ -12,8 +12,7 @@ each step of /v1/responses also keeps the chat body llama-server converted the r
 families.responses.convert with it.
 Sampling is greedy (temperature 0) except in the seeded requests, which give a seed in the body (the rewrite
 passes every key it does not know through to the chat step).
-Function tools are not recorded: llama-server answers them in its tool-call format, which bankml's Responses
-family refuses (501) until it can write function_call items.
+Function tools are recorded by testing/record_responses_tools.py (responses_tools.json).
 """
 
 from __future__ import annotations

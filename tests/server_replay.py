@@ -8,12 +8,14 @@ way:
   (status, headers, body bytes); `answer_record(...)` turns that into the record's form: the body as JSON, as
   an SSE event list, or as text.
 - `normalize(answer, model)` blanks the values that differ from run to run (created, id (the Responses API's
-  resp_ / msg_ / rs_ ids and item_id too; a tool call's 32-character id), created_at, system_fingerprint,
+  resp_ / msg_ / rs_ ids and item_id too; a tool call's 32-character id, and the fc_ / call_ ids a Responses
+  function_call item makes of it), created_at, system_fingerprint,
   the measured times of timings (kept: int or float, and zero or not), stream sessions' started_at /
   completed_at / total_bytes (zero or not), /props' media marker, /metrics' rates and times) and writes the model path as
   `$MODEL`, so that a record made on one machine compares with an answer given on another.
 - `BankmlServe(argv)` starts `bankml-serve` as a subprocess on a free port (real HTTP: headers, streams).
-- `replay(session, model)` sends a session's requests in order to a fresh server and returns the differences.
+- `replay(session, model)` sends a session's requests in order to a fresh server and returns the differences
+  (`replay_responses`: also where the Responses API's random ids repeat).
 
 Comparisons are exact: bodies are compared as JSON text in the order the keys were sent (nlohmann's ordered
 objects), SSE streams event by event.
@@ -191,6 +193,9 @@ def _norm_value(key, value, model: str):
         return value.split("-")[0] + "-<id>"
     if key in ("id", "item_id") and isinstance(value, str) and re.fullmatch(r"(resp|msg|rs)_[0-9A-Za-z]{32}", value):
         return value.split("_")[0] + "_<id>"     # the Responses API's random ids (task_result_state)
+    if (key in ("id", "item_id", "call_id") and isinstance(value, str)
+            and re.fullmatch(r"(fc|call)_[0-9A-Za-z]{32}", value)):
+        return value.split("_")[0] + "_<tool-call-id>"   # a Responses function_call item's ids (a tool call id)
     if key == "id" and isinstance(value, str) and re.fullmatch(r"[0-9A-Za-z]{32}", value):
         return "<tool-call-id>"                   # a parsed tool call's id (gen_tool_call_id: random, unseeded)
     if key == "created_at" and isinstance(value, int) and not isinstance(value, bool):
@@ -506,6 +511,50 @@ def replay_answers(session: dict, model: str, argv_extra: list[str] | None = Non
         for step in session["steps"]:
             out.append((normalize(step["answer"], ""), normalize(exchange(srv.port, step["request"], fx), model)))
     return out
+
+
+def responses_ids(answer: dict) -> list[str]:
+    """The Responses API's random ids in an answer, in order: resp_, msg_, fc_ and call_ values of id, item_id and
+    call_id."""
+    out = []
+
+    def walk(v, key=None):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, k)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif key in ("id", "item_id", "call_id") and isinstance(v, str) and v.split("_")[0] in (
+                "resp", "msg", "fc", "call"):
+            out.append(v)
+    walk(answer.get("json", answer.get("sse")))
+    return out
+
+
+def responses_id_shape(answer: dict) -> list:
+    """Which of an answer's Responses ids repeat where (what normalize blanks): each id's kind and the index
+    where its random part first appears (a call's fc_ item id and its call_ id share the tool call's id)."""
+    ids = responses_ids(answer)
+    rand = [i.split("_", 1)[1] for i in ids]
+    return [(i.split("_")[0], rand.index(r)) for i, r in zip(ids, rand)]
+
+
+def replay_responses(session: dict, model: str) -> tuple[list[str], list[dict]]:
+    """A Responses session replayed in order on a fresh bankml-serve: the differences (the normalized answers',
+    and the ids' shapes) and the raw replayed answers."""
+    problems, raw = [], []
+    with Fixtures(session) as fx, BankmlServe(server_argv(session["flags"], model)) as srv:
+        for i, step in enumerate(session["steps"]):
+            got = exchange(srv.port, step["request"], fx)
+            raw.append(got)
+            want = step["answer"]
+            for d in differences(normalize(want, ""), normalize(got, model)):
+                problems.append(f"step {i} {step['request']['path']}: {d}")
+            if responses_id_shape(got) != responses_id_shape(want):
+                problems.append(f"step {i}: ids repeat as {responses_id_shape(got)} != "
+                                f"{responses_id_shape(want)}")
+    return problems, raw
 
 
 def replay(session: dict, model: str, argv_extra: list[str] | None = None) -> list[str]:

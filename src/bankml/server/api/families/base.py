@@ -78,7 +78,7 @@ class Family:
 
     name = ""
     framing: Framing
-    parses_tool_calls = False   # a chat family that answers parsed tool calls (OpenAI chat, Anthropic)
+    parses_tool_calls = False   # a chat family that answers parsed tool calls (OpenAI chat, Anthropic, Responses)
 
     def read(self, ctx, body) -> FamilyRequest:
         """The family's own request step before the prompt is read (raises Refusal); by default the body is

@@ -10,15 +10,18 @@ family's request step (families.oai_chat) takes the converted body from there, a
 response object and the stream's events.
 
 Unlike the Anthropic rewrite, every key of the body but `input`, `instructions`, `tools`, `max_output_tokens` and
-`reasoning` reaches the chat step as it is (temperature, stream, seed, n_probs, return_progress, ...).
-Function tools are refused (501) while bankml's Responses answers cannot carry function_call items; tools of
-other types are dropped, as llama-server drops them (with a warning).
+`reasoning` reaches the chat step as it is (temperature, stream, seed, n_probs, return_progress, tool_choice,
+parallel_tool_calls, ...). Function tools become chat tools and take the chat step's path: the tool-call formats it
+parses are served (their parsed calls are `function_call` output items, streamed as output_item.added and
+function_call_arguments.delta events), the others get its 501; tools of other types are dropped, as llama-server
+drops them (with a warning).
 
 The stream is SSE with an `event:` line before each `data:` line and no end marker (format_oai_resp_sse,
 server-common.cpp:1639-1655); an error after the stream opened is a bare `data: {"error": {...}}` chunk
 (format_oai_sse, server-context.cpp:4438-4447). Its events carry no sequence numbers (b11192 writes none).
 The ids (`resp_`, `msg_`, `rs_` + 32 random characters) are drawn once per task (task_result_state,
-server-task.cpp:151-155); the non-stream answer's message id is drawn afresh (server-task.cpp:574).
+server-task.cpp:151-155); the non-stream answer's message id is drawn afresh (server-task.cpp:574). A call's item
+is `fc_` + its tool call id, its call_id `call_` + the same id.
 
 This module knows the Responses JSON only: no routes, no sockets, no worker.
 """
@@ -243,14 +246,42 @@ def _text_part(content: str) -> dict:
     return {"type": "output_text", "annotations": [], "logprobs": [], "text": content}
 
 
+def _function_call(call, status: str) -> dict:
+    """A parsed call as a function_call output item (the final results' key order)."""
+    return {"id": "fc_" + call.id, "type": "function_call", "status": status, "arguments": call.arguments,
+            "call_id": "call_" + call.id, "name": call.name}
+
+
+def _final_message(generated: bytes, state: "ResponseState", stream: bool) -> tuple[str, list]:
+    """The final parse (update_chat_msg, not partial): (content, tool calls). Without tools, the response
+    format's content; with them, the parsed message (the last non-empty one: chat_msg), whose failure answers a
+    500 (a stream keeps the message its partial results sent)."""
+    if state.tools is None:
+        return state.parse(generated, False), []
+    from ....errors import SchemaError
+    old = state.msg
+    try:
+        msg = state.final_message(generated)
+    except SchemaError as e:
+        if not stream:                  # llama-server's handler answers 500
+            raise Refusal(500, e.message) from None
+        msg = old
+    if msg is None:
+        return "", []
+    return msg.content, list(msg.tool_calls)
+
+
 def response_final(res: Final, model: str, state: "ResponseState") -> dict:
     """to_json_oaicompat_resp (server-task.cpp:528-597): a message item when there is text (the raw text when
-    the parsed message is empty), status completed whatever the stop."""
-    content = state.parse(res.content, False) or text(res.content)
+    the parsed message is empty), then a function_call item a parsed call; status completed whatever the stop."""
+    content, calls = _final_message(res.content, state, False)
+    if not content and not calls:
+        content = text(res.content)
     output = []
     if content:
         output.append({"content": [_text_part(content)], "id": "msg_" + random_string(32), "role": "assistant",
                        "status": "completed", "type": "message"})
+    output += [_function_call(c, "completed") for c in calls]
     t = int(time.time())
     return {"completed_at": t, "created_at": t, "id": state.resp_id, "model": model, "object": "response",
             "output": output, "status": "completed", "usage": _usage(res)}
@@ -264,11 +295,40 @@ def _in_progress(state: "ResponseState", name: str) -> dict:
     return _ev(name, {"response": {"id": state.resp_id, "object": "response", "status": "in_progress"}})
 
 
+def _diff_events(d: dict, state: "ResponseState") -> list:
+    """The events of one diff (an OpenAI delta, oai_chat.tool_diffs): its text opens the message item and its
+    output_text part once, then goes as an output_text delta; a delta naming a call opens that call's
+    function_call item (and makes it the call the following argument deltas belong to), arguments go as a
+    function_call_arguments delta."""
+    out = []
+    if d.get("content"):
+        if not state.text_started:
+            out.append(_ev("response.output_item.added", {"item": {
+                "content": [], "id": state.message_id, "role": "assistant", "status": "in_progress",
+                "type": "message"}}))
+            out.append(_ev("response.content_part.added", {"item_id": state.message_id,
+                                                           "part": {"type": "output_text", "text": ""}}))
+            state.text_started = True
+        out.append(_ev("response.output_text.delta", {"item_id": state.message_id, "delta": d["content"]}))
+    for tc in d.get("tool_calls", ()):
+        fn = tc.get("function", {})
+        if fn.get("name"):
+            cid = tc.get("id", "")
+            out.append(_ev("response.output_item.added", {"item": {
+                "id": "fc_" + cid, "arguments": "", "call_id": "call_" + cid, "name": fn["name"],
+                "type": "function_call", "status": "in_progress"}}))
+            state.fc_id = cid
+        if fn.get("arguments"):
+            out.append(_ev("response.function_call_arguments.delta", {"delta": fn["arguments"],
+                                                                      "item_id": "fc_" + state.fc_id}))
+    return out
+
+
 def partial_events(ev, state: "ResponseState") -> list:
     """to_json_oaicompat_resp (partial, server-task.cpp:1166-1310) with the state update before it
     (server-task.cpp:985-1023): response.created and .in_progress until a first token or a progress report has
-    been seen (another .in_progress per progress report after that), the message item and its text part opened
-    by the first text, an output_text delta per change; the last event carries timings and prompt_progress."""
+    been seen (another .in_progress per progress report after that), then the events of each diff of the parsed
+    message; the last event carries timings and prompt_progress."""
     progress = isinstance(ev, Progress)
     out = []
     if not state.created:
@@ -277,16 +337,9 @@ def partial_events(ev, state: "ResponseState") -> list:
         out.append(_in_progress(state, "response.in_progress"))
     if progress or ev.n_decoded == 1:
         state.created = True
-    d = None if progress else state.diff(ev.text)
-    if d:
-        if not state.text_started:
-            out.append(_ev("response.output_item.added", {"item": {
-                "content": [], "id": state.message_id, "role": "assistant", "status": "in_progress",
-                "type": "message"}}))
-            out.append(_ev("response.content_part.added", {"item_id": state.message_id,
-                                                           "part": {"type": "output_text", "text": ""}}))
-            state.text_started = True
-        out.append(_ev("response.output_text.delta", {"item_id": state.message_id, "delta": d}))
+    if not progress:
+        for d in state.deltas(ev.text):
+            out += _diff_events(d, state)
     if out:
         data = out[-1]["data"]
         if ev.stats is not None:
@@ -298,9 +351,10 @@ def partial_events(ev, state: "ResponseState") -> list:
 
 def final_events(res: Final, model: str, state: "ResponseState") -> list:
     """to_json_oaicompat_resp_stream (server-task.cpp:599-675): the text's done events and the message item
-    when there is text, then response.completed with the output and usage (and timings). What the final parse
-    adds to the text is in the done events only: no delta is sent for it."""
-    content = state.parse(res.content or state.generated, False)
+    when there is text, an output_item.done per parsed call (its function_call item, completed), then
+    response.completed with the output and usage (and timings). What the final parse adds is in the done events
+    only: no delta is sent for it."""
+    content, calls = _final_message(res.content or state.generated, state, True)
     out, output = [], []
     if content:
         part = _text_part(content)
@@ -308,6 +362,10 @@ def final_events(res: Final, model: str, state: "ResponseState") -> list:
                 "role": "assistant"}
         out.append(_ev("response.output_text.done", {"item_id": state.message_id, "text": content}))
         out.append(_ev("response.content_part.done", {"item_id": state.message_id, "part": part}))
+        out.append(_ev("response.output_item.done", {"item": item}))
+        output.append(item)
+    for c in calls:
+        item = _function_call(c, "completed")
         out.append(_ev("response.output_item.done", {"item": item}))
         output.append(item)
     out.append(_ev("response.completed", {"response": {
@@ -319,16 +377,18 @@ def final_events(res: Final, model: str, state: "ResponseState") -> list:
 
 
 class ResponseState(ChatState):
-    """task_result_state for a Responses answer: the chat parser's state, the ids drawn for the task, whether
-    response.created has gone out and whether the message item has been opened."""
+    """task_result_state for a Responses answer: the chat parser's state (with `tools`, the tool-call parser),
+    the ids drawn for the task, whether response.created has gone out, whether the message item has been opened
+    and the tool call id of the last call item opened (oai_resp_fc_id)."""
 
-    def __init__(self, fmt=None, prefix: str = ""):
-        super().__init__(fmt, prefix)
+    def __init__(self, fmt=None, prefix: str = "", tools=None):
+        super().__init__(fmt, prefix, tools)
         self.resp_id = "resp_" + random_string(32)
         self.reasoning_id = "rs_" + random_string(32)
         self.message_id = "msg_" + random_string(32)
         self.created = False
         self.text_started = False
+        self.fc_id = ""
 
 
 class ResponsesSSE(SSE):
@@ -344,13 +404,9 @@ class ResponsesSSE(SSE):
         return b"event: " + obj["event"].encode() + b"\ndata: " + dumps(obj["data"]) + b"\n\n"
 
 
-def _tools_refused() -> Refusal:
-    return Refusal(501, "function tools in the Responses API are not reproduced by bankml yet",
-                   "not_supported_error")
-
-
 class OAIResponses(Family):
     name = "oai_responses"
+    parses_tool_calls = True
     framing = ResponsesSSE()
 
     def read(self, ctx, body) -> FamilyRequest:
@@ -358,18 +414,12 @@ class OAIResponses(Family):
             oai = convert(body)
         except ConversionError as e:
             raise Refusal(e.status, str(e)) from None
-        try:
-            req = OAIChat.read(self, ctx, oai)
-        except Refusal as e:
-            # the chat step's own checks first; its 501 for tools becomes this family's
-            if e.status == 501 and "tools" in oai:
-                raise _tools_refused() from None
-            raise
-        if "tools" in oai:
-            raise _tools_refused()
-        return req
+        return OAIChat.read(self, ctx, oai)
 
     def state(self, prep):
+        from ....grammar.chat_tools import ChatToolCalls
+        if isinstance(prep.fmt, ChatToolCalls):
+            return ResponseState(None, prep.prefix, prep.fmt)
         return ResponseState(prep.fmt, prep.prefix)
 
     def final(self, reply, i, ev):
