@@ -20,10 +20,7 @@ shifting several times).
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +34,8 @@ from testing.server_sessions import (DOC, Q, assistant, chat, completion, flags,
                                      turns, user)
 
 OUT = REPO / "tests" / "oracle" / "server" / "qwen3.json"
-MODELS = ("qwen3", "qwen3_q1_0", "qwen3_q2_0")
+#: the files (testing/record_forward.py derived() keys) and the prefixes of their sessions' names
+MODELS = {"qwen3": "plain", "qwen3_q1_0": "q1", "qwen3_q2_0": "q2"}
 POEM = "Write a short poem about the sea."
 
 
@@ -99,7 +97,8 @@ def sessions() -> list[dict]:
     def add(model, name, steps, f=None, note=""):
         s.append({"name": name, "model": model, "flags": f or flags(), "note": note, "steps": steps})
 
-    for model, tag in (("qwen3_q1_0", "q1"), ("qwen3_q2_0", "q2")):
+    for model in ("qwen3_q1_0", "qwen3_q2_0"):
+        tag = MODELS[model]
         for name, steps, f, note in _chat_sessions(tag):
             add(model, name, steps, f, note)
     add("qwen3", "plain_multi_turn", _conv(Q), note="the re-described file: four turns")
@@ -118,8 +117,8 @@ def sessions() -> list[dict]:
         note="the Q2_0 file shifting, F16 cache")
     add("qwen3_q1_0", "q1_shift_q8_0", _shift_steps(False), flags(*shift, *q8, ctx="256"),
         note="the Q1_0 file shifting, Q8_0 cache")
-    for model in MODELS:
-        add(model, model.replace("qwen3_", "").replace("qwen3", "plain") + "_info",
+    for model, tag in MODELS.items():
+        add(model, f"{tag}_info",
             [get("/props"), get("/v1/models"), chat([user(Q[0])], max_tokens=4), get("/props")],
             note="what the server says of the file: /props, /v1/models (model_ftype, n_params, size)")
     return s
@@ -128,32 +127,10 @@ def sessions() -> list[dict]:
 def main() -> None:
     from bankml.models.verify import sha256_file
     from testing.record_forward import derived
-    from testing.record_tool_calls import _stable_play
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--port-base", type=int, default=8461)
-    ap.add_argument("--only", nargs="*", default=[])
-    args = ap.parse_args()
     paths = {m: derived(m) for m in MODELS}
     digests = {m: sha256_file(p) for m, p in paths.items()}
-    ports = rs.Ports(args.port_base)
-    kept = {x["name"]: x for x in json.loads(OUT.read_text())} if OUT.exists() else {}
-    records = {}
-    for sess in sessions():
-        if args.only and sess["name"] not in args.only:
-            records[sess["name"]] = kept.get(sess["name"])      # not asked for: the earlier record stays
-            continue
-        t = time.time()
-        steps = _stable_play(sess, str(paths[sess["model"]]), ports, not args.no_check)
-        if steps is None:
-            continue
-        print(f"{sess['name']}: {len(steps)} requests, statuses {[x['answer']['status'] for x in steps]}, "
-              f"{time.time() - t:.1f} s", flush=True)
-        records[sess["name"]] = {"name": sess["name"], "model": sess["model"], "sha256": digests[sess["model"]],
-                                 "flags": sess["flags"], "note": sess["note"], "steps": steps}
-        OUT.parent.mkdir(parents=True, exist_ok=True)   # after each session: a long run can be stopped and kept
-        OUT.write_text(json.dumps([r for r in records.values() if r], ensure_ascii=False, indent=1) + "\n")
-
+    rs.record_some(OUT, sessions(), __doc__, 8461, lambda sess: paths[sess["model"]],
+                   lambda sess: {"model": sess["model"], "sha256": digests[sess["model"]]})
 
 if __name__ == "__main__":
     main()
