@@ -170,11 +170,12 @@ def record_some(out: Path, sessions: list[dict], doc: str, port_base: int, model
     args = ap.parse_args()
     ports = Ports(args.port_base)
     kept = {x["name"]: x for x in json.loads(out.read_text())} if out.exists() else {}
-    records = {}
+    # not asked for: the earlier record stays (all of them in place before the first write)
+    records = {sess["name"]: kept.get(sess["name"]) if args.only else None for sess in sessions}
     for sess in sessions:
         if args.only and sess["name"] not in args.only:
-            records[sess["name"]] = kept.get(sess["name"])      # not asked for: the earlier record stays
             continue
+        records[sess["name"]] = None
         t = time.time()
         steps = _stable_play(sess, str(model_of(sess)), ports, not args.no_check)
         if steps is None:

@@ -43,14 +43,18 @@ def _conv(questions, sys_text=None, at=0, **kw):
     return turns(questions, sys_text=sys_text, at=at, max_tokens=kw.pop("max_tokens", 10), **kw)
 
 
-def _chat_sessions(tag: str) -> list[tuple]:
-    """(name, steps, flags, note) of the chat sessions played on one quantized file: 27 chats, 2 completions."""
+def _chat_sessions(tag: str, quick: bool = False) -> list[tuple]:
+    """(name, steps, flags, note) of the chat sessions played on one quantized file: 27 chats and 2 completions,
+    or (quick: for Q2_0, whose b11192 CPU kernels run about 3x slower than Q1_0's) 24 chats with short prompts
+    only."""
     a = _conv(["Where does the Rhine begin?", "And where does it end?"], sys_text="Answer from this text.\n" + DOC)
     b = _conv(["Write a haiku about rain.", "Now one about snow."])
+    c = _conv(["Name a fruit.", "And a vegetable?"])
 
     def edited(prev):
         return chat([user("What is the capital of Spain?"), assistant(reply(prev[0])), user(Q[1])], max_tokens=10)
-    return [
+    long_ones = {f"{tag}_long_doc", f"{tag}_two_conversations", f"{tag}_completion"}
+    out = [
         (f"{tag}_multi_turn", _conv(Q), None, "four short turns: each reuses the last through the prompt cache"),
         (f"{tag}_multi_turn_stream", _conv(Q[:3], stream=True), None, "the same as streams"),
         (f"{tag}_long_doc", _conv(["Where does the Rhine begin?", "How long is it?", "Which sea does it reach?"],
@@ -77,17 +81,23 @@ def _chat_sessions(tag: str) -> list[tuple]:
                                completion(DOC + "\nIn short, the Rhine", n_predict=10)], None,
          "/completion, a short and a long prompt"),
     ]
+    if not quick:
+        return out
+    return [x for x in out if x[0] not in long_ones] + [
+        (f"{tag}_two_short_conversations", [c[0], b[0], lambda prev: c[1]([prev[0]]), lambda prev: b[1]([prev[1]])],
+         None, "two short conversations interleaved: the RAM prompt cache brings the first back")]
 
 
 def _shift_steps(long: bool) -> list[dict]:
-    """Generations that shift at -c 256 (when the slot's tokens + 1 reach n_ctx), with their probabilities."""
+    """Generations that shift at -c 256 (when the slot's tokens + 1 reach n_ctx), with their probabilities: n_keep
+    0 (the default) and -1, a follow-up on the shifted slot (the prompt cache); long: a seeded streamed chat with
+    n_keep 10 and n_discard 40 too."""
     s = [cmpl(STORY, 330, n_probs=2),
          cmpl(LIST, 300, n_keep=-1, n_probs=1),
          cmpl(LIST, 30, n_keep=-1, n_probs=1)]
     if long:
-        s += [cmpl(STORY, 300, n_keep=10, n_discard=40, n_probs=1, stream=True),
-              chat0("Tell me a very long story about a dragon and a knight.", 300, logprobs=True, top_logprobs=2,
-                    temperature=0.9, seed=7)]
+        s.append(chat0("Tell me a very long story about a dragon and a knight.", 280, logprobs=True, top_logprobs=2,
+                       temperature=0.9, seed=7, n_keep=10, n_discard=40, stream=True))
     return s
 
 
@@ -97,10 +107,7 @@ def sessions() -> list[dict]:
     def add(model, name, steps, f=None, note=""):
         s.append({"name": name, "model": model, "flags": f or flags(), "note": note, "steps": steps})
 
-    for model in ("qwen3_q1_0", "qwen3_q2_0"):
-        tag = MODELS[model]
-        for name, steps, f, note in _chat_sessions(tag):
-            add(model, name, steps, f, note)
+    # the order they are recorded in: the re-described file's (the NEOX shift among them), then the Bonsai files'
     add("qwen3", "plain_multi_turn", _conv(Q), note="the re-described file: four turns")
     add("qwen3", "plain_mixed", [chat([user(POEM)], temperature=0.9, seed=3, max_tokens=10),
                                  chat([user("Give a JSON object with the keys name and age of a cat.")],
@@ -113,14 +120,16 @@ def sessions() -> list[dict]:
         note="--context-shift at -c 256, F16 cache: K re-rotated with NEOX RoPE")
     add("qwen3", "shift_q8_0", _shift_steps(False), flags(*shift, *q8, ctx="256"),
         note="--context-shift at -c 256, Q8_0 cache (dequantize, NEOX RoPE, quantize)")
-    add("qwen3_q2_0", "q2_shift_f16", _shift_steps(False), flags(*shift, ctx="256"),
-        note="the Q2_0 file shifting, F16 cache")
-    add("qwen3_q1_0", "q1_shift_q8_0", _shift_steps(False), flags(*shift, *q8, ctx="256"),
-        note="the Q1_0 file shifting, Q8_0 cache")
     for model, tag in MODELS.items():
         add(model, f"{tag}_info",
             [get("/props"), get("/v1/models"), chat([user(Q[0])], max_tokens=4), get("/props")],
             note="what the server says of the file: /props, /v1/models (model_ftype, n_params, size)")
+    for model in ("qwen3_q1_0", "qwen3_q2_0"):
+        tag = MODELS[model]
+        for name, steps, f, note in _chat_sessions(tag, quick=model == "qwen3_q2_0"):
+            add(model, name, steps, f, note)
+    add("qwen3_q1_0", "q1_shift_q8_0", _shift_steps(False), flags(*shift, *q8, ctx="256"),
+        note="the Q1_0 file shifting, Q8_0 cache")
     return s
 
 
