@@ -16,6 +16,10 @@ chats (the prompt cache), streams, logprobs with top_logprobs, seeded sampling, 
 json_object), an edited history, two interleaved conversations (the RAM prompt cache), /completion; and
 --context-shift at -c 256 with an F16 and a Q8_0 cache (the K re-rotation in qwen3's NEOX RoPE, the generations
 shifting several times).
+
+Recorded so far (2026-12-06, `--only` runs): 18 of the sessions below; shift_q8_0, q1_shift_q8_0, q1_two_conversations,
+q1_completion, q2_two_short_conversations and plain_info are defined but not in the record yet (llama-server ran
+the Bonsai files below 1 token/s on the loaded machine; one shift_q8_0 run hit the 300 s request timeout).
 """
 
 from __future__ import annotations
