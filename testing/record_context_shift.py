@@ -4,6 +4,7 @@ testing/record_server.py (replayed by tests/test_context_shift.py). Developer to
 
     PYTHONPATH=. python testing/record_context_shift.py [--no-check] [--port-base 8211]
     PYTHONPATH=. python testing/record_context_shift.py --engine     # the libllama record below only
+    PYTHONPATH=. python testing/record_context_shift.py --engine-qwen3   # its qwen3 cases (NEOX RoPE) only
 
 Each session runs on a fresh llama-server (SmolLM2-135M-Instruct Q4_1, `-c 256 -np 1 -t 2 --jinja --reasoning
 off`), twice unless --no-check: a session whose two runs differ after normalization is left out. Generations of
@@ -106,11 +107,23 @@ ENGINE_CASES = [
 ]
 
 
-def engine_record() -> None:
+#: the same on the qwen3 files (testing/record_forward.py derived(): NEOX RoPE, so the shift re-rotates K in NEOX
+#: mode), into context_shift_qwen3.json: (file key, cache type, seed, prompt length, shifts, steps after)
+QWEN3_OUT = REPO / "tests" / "oracle" / "forward" / "context_shift_qwen3.json"
+QWEN3_CASES = [
+    ("qwen3", "f16", 1, 200, [(10, 120), (0, 100), (37, 50)], 16),
+    ("qwen3", "q8_0", 3, 240, [(4, 125), (200, 30)], 16),
+    ("qwen3_q2_0", "f16", 2, 250, [(0, 127), (64, 60)], 16),
+    ("qwen3_q1_0", "q8_0", 1, 200, [(10, 120), (37, 50)], 16),
+]
+
+
+def engine_record(cases=None, out=ENGINE_OUT) -> None:
     """Per case: the prompt in one llama_decode at -c 256 (-t 2), then greedy one-token decodes; each time the
     cache holds 255 positions the next shift runs as llama-server's pre_decode runs it (seq_rm(n_keep,
     n_keep + n_discard), seq_add(n_keep + n_discard, n_past, -n_discard); n_discard clamped to n_past - n_keep
-    - 1), and `steps` decodes follow the last one. Every decode's logits row is kept as its hash and argmax."""
+    - 1), and `steps` decodes follow the last one. Every decode's logits row is kept as its hash and argmax.
+    cases: (file key, ...) tuples as QWEN3_CASES (default: ENGINE_CASES on the SmolLM2 file)."""
     import ctypes as C
 
     import numpy as np
@@ -118,10 +131,14 @@ def engine_record() -> None:
     from engine_replay import row_hash
     from testing.libllama import GGML_TYPE_F16, GGML_TYPE_Q8_0, Llama
 
-    cases = []
-    for kv, seed, n_prompt, shifts, steps in ENGINE_CASES:
+    from bankml.models.verify import sha256_file
+    from testing.record_forward import derived
+
+    records = []
+    for key, kv, seed, n_prompt, shifts, steps in cases or [(None, *c) for c in ENGINE_CASES]:
         t = GGML_TYPE_F16 if kv == "f16" else GGML_TYPE_Q8_0
-        with Llama(model_path("smollm2"), n_ctx=256, n_threads=2, type_k=t, type_v=t) as L:
+        path = model_path("smollm2") if key is None else derived(key)
+        with Llama(path, n_ctx=256, n_threads=2, type_k=t, type_v=t) as L:
             lib = L.lib
             lib.llama_get_memory.restype = C.c_void_p
             lib.llama_get_memory.argtypes = [C.c_void_p]
@@ -153,9 +170,13 @@ def engine_record() -> None:
                 argmax.append(int(np.argmax(row)))
                 if not todo:
                     left -= 1
-            cases.append({"kv": kv, "prompt": prompt, "shifts": done, "rows": " ".join(rows), "argmax": argmax})
-            print(f"{kv} seed {seed}: {len(rows)} rows, shifts {done}")
-    ENGINE_OUT.write_text(json.dumps({"n_ctx": 256, "threads": 2, "cases": cases}) + "\n")
+            rec = {"kv": kv, "prompt": prompt, "shifts": done, "rows": " ".join(rows), "argmax": argmax}
+            if key is not None:
+                rec = {"model": key, "sha256": sha256_file(path), **rec}
+            records.append(rec)
+            print(f"{key or 'smollm2'} {kv} seed {seed}: {len(rows)} rows, shifts {done}")
+    out.write_text(json.dumps({"n_ctx": 256, "threads": 2, "cases": records}) + "\n")
+
 
 
 def main() -> None:
@@ -163,9 +184,13 @@ def main() -> None:
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--port-base", type=int, default=8211)
     ap.add_argument("--engine", action="store_true", help="record the libllama shifts only")
+    ap.add_argument("--engine-qwen3", action="store_true", help="the libllama shifts of the qwen3 files only")
     args = ap.parse_args()
     if args.engine:
         engine_record()
+        return
+    if args.engine_qwen3:
+        engine_record(QWEN3_CASES, QWEN3_OUT)
         return
     write_sessions("context_shift.json", sessions(), args.port_base, not args.no_check)
 

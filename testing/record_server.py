@@ -157,6 +157,37 @@ def write_sessions(name: str, sessions: list[dict], port_base: int, check: bool 
     (OUT / name).write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
 
+def record_some(out: Path, sessions: list[dict], doc: str, port_base: int, model_of, fields=lambda sess: {}) -> None:
+    """The command line of a recorder whose sessions may be re-recorded one by one (testing/record_server_gemma3.py,
+    testing/record_server_qwen3.py): [--no-check] [--port-base N] [--only NAME ...]. Each session played on
+    `model_of(session)` (twice unless --no-check: an unstable one is left out); a session not in --only keeps
+    its earlier record. The record: name, `fields(session)`, flags, note, steps; written after each session."""
+    from testing.record_tool_calls import _stable_play
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--port-base", type=int, default=port_base)
+    ap.add_argument("--only", nargs="*", default=[])
+    args = ap.parse_args()
+    ports = Ports(args.port_base)
+    kept = {x["name"]: x for x in json.loads(out.read_text())} if out.exists() else {}
+    # not asked for: the earlier record stays (all of them in place before the first write)
+    records = {sess["name"]: kept.get(sess["name"]) if args.only else None for sess in sessions}
+    for sess in sessions:
+        if args.only and sess["name"] not in args.only:
+            continue
+        records[sess["name"]] = None
+        t = time.time()
+        steps = _stable_play(sess, str(model_of(sess)), ports, not args.no_check)
+        if steps is None:
+            continue
+        print(f"{sess['name']}: {len(steps)} requests, statuses {[x['answer']['status'] for x in steps]}, "
+              f"{time.time() - t:.1f} s", flush=True)
+        records[sess["name"]] = {"name": sess["name"], **fields(sess), "flags": sess["flags"], "note": sess["note"],
+                                 "steps": steps}
+        out.parent.mkdir(parents=True, exist_ok=True)   # after each session: a long run can be stopped and kept
+        out.write_text(json.dumps([r for r in records.values() if r], ensure_ascii=False, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", default=[], help="record only these sessions / groups (keep the rest)")

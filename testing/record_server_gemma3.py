@@ -18,10 +18,7 @@ history (a shorter common prefix), cache_prompt false, /completion without messa
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,29 +112,8 @@ def sessions() -> list[dict]:
 
 
 def main() -> None:
-    from testing.record_tool_calls import _stable_play
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--port-base", type=int, default=8271)
-    ap.add_argument("--only", nargs="*", default=[])
-    args = ap.parse_args()
-    model = str(model_path("gemma3"))
-    ports = rs.Ports(args.port_base)
-    kept = {x["name"]: x for x in json.loads(OUT.read_text())} if OUT.exists() else {}
-    records = {}
-    for sess in sessions():
-        if args.only and sess["name"] not in args.only:
-            records[sess["name"]] = kept.get(sess["name"])      # not asked for: the earlier record stays
-            continue
-        t = time.time()
-        steps = _stable_play(sess, model, ports, not args.no_check)
-        if steps is not None:
-            print(f"{sess['name']}: {len(steps)} requests, {time.time() - t:.1f} s", flush=True)
-            records[sess["name"]] = {"name": sess["name"], "flags": sess["flags"], "note": sess["note"],
-                                     "steps": steps}
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps([r for r in records.values() if r], ensure_ascii=False, indent=1) + "\n")
-
+    model = model_path("gemma3")
+    rs.record_some(OUT, sessions(), __doc__, 8271, lambda sess: model)
 
 if __name__ == "__main__":
     main()

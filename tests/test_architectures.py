@@ -52,10 +52,10 @@ def test_llama_slots_are_the_engines():
 
 
 def test_qwen3_is_llama_with_per_head_norms():
-    # src/models/qwen3.cpp: llama's tensors and keys plus attn_q_norm / attn_k_norm, NEOX RoPE, F16 cache only
+    # src/models/qwen3.cpp: llama's tensors and keys plus attn_q_norm / attn_k_norm, NEOX RoPE; F16 and Q8_0 caches
     q = arch.ARCHITECTURES["qwen3"]
     assert {t.slot for t in q.tensors} == {t.slot for t in LLAMA.tensors} | {"q_norm", "k_norm"}
-    assert q.keys == LLAMA.keys and (q.rope, q.swa, q.cache_types) == ("neox", "none", ("f16",))
+    assert q.keys == LLAMA.keys and (q.rope, q.swa, q.cache_types) == ("neox", "none", ("f16", "q8_0"))
 
 
 def test_every_description_has_a_compiled_graph():

@@ -3,6 +3,9 @@
 - The engine: tests/oracle/forward/context_shift.json (testing/record_context_shift.py --engine) holds libllama's
   logits (row hashes, argmax) at -c 256 before and after llama_memory_seq_rm + llama_memory_seq_add, several
   shifts a case, F16 and Q8_0 caches; bankml's KVCache.shift must give every row's bits.
+- The NEOX shift: tests/oracle/forward/context_shift_qwen3.json (testing/record_context_shift.py --engine-qwen3),
+  the same on the qwen3 files (the derived one and its Q2_0 / Q1_0 quantizations), whose RoPE is NEOX: the shift
+  re-rotates K's halves, F16 and Q8_0.
 - The cells: bk_kv_seq_add's bookkeeping (positions, head, cells leaving below 0), save/restore of a shifted cache.
 - The server: tests/oracle/server/context_shift.json (testing/record_context_shift.py) replayed in order on a
   fresh bankml-serve per session (the prompt cache decides which path computed a row): identical answers,
@@ -20,11 +23,15 @@ import server_replay as sr
 from engine_replay import FORWARD, row_hash
 
 ENGINE = FORWARD / "context_shift.json"
+ENGINE_QWEN3 = FORWARD / "context_shift_qwen3.json"
 SESSIONS = sr.load("context_shift.json")
+#: the qwen3 record's file keys -> the fixtures that make those files
+QWEN3_FIXTURES = {"qwen3": "smollm2_qwen3_path", "qwen3_q2_0": "smollm2_qwen3_q2_0_path",
+                  "qwen3_q1_0": "smollm2_qwen3_q1_0_path"}
 
 
-def _engine_cases():
-    return json.loads(ENGINE.read_text())["cases"] if ENGINE.exists() else []
+def _engine_cases(path=ENGINE):
+    return json.loads(path.read_text())["cases"] if path.exists() else []
 
 
 def test_records_cover_the_feature():
@@ -46,8 +53,30 @@ def test_records_cover_the_feature():
 @pytest.mark.oracle
 @pytest.mark.parametrize("case", _engine_cases(), ids=lambda c: f"{c['kv']}-{len(c['prompt'])}")
 def test_engine_shift_matches_libllama(case, smollm2_path):
+    _replay_shifts(case, smollm2_path)
+
+
+def test_qwen3_records_cover_neox_shifts():
+    cases = _engine_cases(ENGINE_QWEN3)
+    assert {c["kv"] for c in cases} == {"f16", "q8_0"}
+    assert {c["model"] for c in cases} == set(QWEN3_FIXTURES)
+    assert all(len(c["shifts"]) >= 2 for c in cases)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", _engine_cases(ENGINE_QWEN3),
+                         ids=lambda c: f"{c['model']}-{c['kv']}-{len(c['prompt'])}")
+def test_engine_neox_shift_matches_libllama(case, request):
+    """qwen3's K re-rotated in NEOX mode (bk_rope_shift_f16 / _q8_0 with neox): every row's bits."""
+    from bankml.models.verify import sha256_file
+    path = request.getfixturevalue(QWEN3_FIXTURES[case["model"]])
+    assert sha256_file(path) == case["sha256"], f"{path} is not the recorded file"
+    _replay_shifts(case, path)
+
+
+def _replay_shifts(case, path):
     from bankml.engine.model import Model
-    with Model.open(smollm2_path, n_ctx=256, n_threads=2, oracle_threads=2, cache_type=case["kv"]) as m:
+    with Model.open(path, n_ctx=256, n_threads=2, oracle_threads=2, cache_type=case["kv"]) as m:
         rows, argmax = case["rows"].split(), case["argmax"]
         shifts = {at: (k, d) for k, d, at in case["shifts"]}
         m.decode(case["prompt"], 0)

@@ -7,8 +7,9 @@ the bytes) and the same argmax.
 
 The prompts (1 .. 1300 tokens) cross 64 (the tiled attention), 256 (n_kv padding), 512 (the ubatch) and 1024,
 and decode steps cross 512 and 1024 from below. What they exercise: the qwen3 graph (src/kernels/forward_llama.c
-with the per-head Q/K RMS norm and NEOX RoPE step of forward_common.c). What is refused for qwen3 (not
-recorded): a Q8_0 KV cache, a context shift, serving it (bankml-serve).
+with the per-head Q/K RMS norm and NEOX RoPE step of forward_common.c). A Q8_0 KV cache and the context shift
+(NEOX) are verified by tests/test_context_shift.py, serving by tests/test_server_qwen3.py; what is refused for
+qwen3 (not recorded): several sequences in one decode (the server's batching of slots) and embeddings.
 
 The same prompts and steps on that file quantized by `bankml quantize` in the Bonsai types (records
 qwen3_q2_0.json and qwen3_q1_0.json, `testing/record_forward.py qwen3_q2_0 qwen3_q1_0`): Q2_0 (every matrix but
@@ -21,10 +22,6 @@ from __future__ import annotations
 
 import pytest
 
-from bankml.engine import Model
-from bankml.errors import ModelRefused
-from bankml.server.context import ServerContext
-from bankml.server.flags import parse_flags
 from engine_replay import assert_covers, open_recorded, record_sets, replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
@@ -48,16 +45,13 @@ def test_qwen3_rows_identical(qwen3, case):
     assert replay(qwen3, case) == case["steps"] + 1
 
 
-def test_what_is_not_recorded_is_refused(smollm2_qwen3_path, qwen3):
-    with pytest.raises(ValueError, match="q8_0 KV cache for a qwen3 model is not reproduced"):
-        Model.open(smollm2_qwen3_path, n_ctx=512, cache_type="q8_0")
+def test_what_is_not_recorded_is_refused(qwen3):
     qwen3.cache.clear()
-    qwen3.decode([1, 2, 3, 4], 0)
-    with pytest.raises(ValueError, match="context shift of a qwen3 model"):
-        qwen3.cache.shift(1, 2)
-    with pytest.raises(ModelRefused, match="serving a qwen3 model is not reproduced") as e:
-        ServerContext.load(parse_flags(["-m", str(smollm2_qwen3_path), "-t", "2", "-c", "4096", "-np", "1"]))
-    assert e.value.path == str(smollm2_qwen3_path)
+    with pytest.raises(NotImplementedError, match="several sequences in one decode of a qwen3 model"):
+        qwen3.decode_batch([(0, qwen3.cache, [1, 2, 3], 0)])
+    with pytest.raises(NotImplementedError, match="embeddings of a qwen3 model"):
+        qwen3.embed([1, 2, 3], 0)
+    assert qwen3.cache.n_past == 0
 
 
 def _open_bonsai(request, t):

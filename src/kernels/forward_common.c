@@ -511,19 +511,6 @@ void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
 
 static void attention_streams(const bk_ubatch *u, int l, int ith, int nth);
 
-/* ROPE_NEOX of one head's first n_rot values with one position's cache: the pairs (i, i + n_rot/2) with the
- * cos/sin of pair i (ggml-cpu/ops.cpp rotate_pairs with n_offset n_dims/2; the same contraction as NORMAL) */
-static void rope_neox(float *x, int n_rot, const float *cache) {
-    const int half = n_rot / 2;
-    for (int i0 = 0; i0 < n_rot; i0 += 2) {
-        const int ic = i0 / 2;
-        const float c = cache[i0], s = cache[i0 + 1];
-        const float x0 = x[ic], x1 = x[ic + half];
-        x[ic] = fmaf(x0, c, -(x1 * s));
-        x[ic + half] = fmaf(x0, s, x1 * c);
-    }
-}
-
 void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, const uint32_t *idxs,
                           const float *rope, float q_scale, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
@@ -539,14 +526,27 @@ void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, cons
         for (int h = 0; h < cfg->n_head; h++) {
             float *qh = q + (int64_t)h * hd;
             bk_rms_norm_mul_f32(hd, qh, L->q_norm, eps, qh);
-            rope_neox(qh, cfg->n_rot, rc);
+            bk_rope_neox(qh, 1, 0, cfg->n_rot, rc);
             if (q_scale != 1.0f)
                 for (int i = 0; i < hd; i++) qh[i] = qh[i] * q_scale;
         }
         for (int h = 0; h < cfg->n_head_kv; h++) {
             float *kh = k + (int64_t)h * hd;
             bk_rms_norm_mul_f32(hd, kh, L->k_norm, eps, kh);
-            rope_neox(kh, cfg->n_rot, rc);
+            bk_rope_neox(kh, 1, 0, cfg->n_rot, rc);
+        }
+        if (u->q8) {
+            /* a Q8_0 cache (qwen3): build_attn's Hadamard rotations of q, k and v, then quantize_row_q8_0, as
+             * bk_fwd_rope_store does after its RoPE */
+            float *v = st->v + t * nk;
+            if (u->rot_k) {
+                bk_hadamard_rows(q, nq / u->rot_k, u->rot_k, u->rot_k, 0, 1);
+                bk_hadamard_rows(k, nk / u->rot_k, u->rot_k, u->rot_k, 0, 1);
+                bk_hadamard_rows(v, nk / 64, 64, 64, 0, 1);
+            }
+            bk_kv_store_q8_0(k, nk, 1, (uint32_t)nk, idxs + t, bk_kv_cache_k(kv, l), (int64_t)kv->k_row_bytes, 0, 1);
+            bk_kv_store_q8_0(v, nk, 1, (uint32_t)nk, idxs + t, bk_kv_cache_v(kv, l), (int64_t)kv->v_row_bytes, 0, 1);
+            continue;
         }
         bk_kv_store_f16(k, nk, 1, (uint32_t)nk, idxs + t, kc, nk, 0, 1);
         bk_kv_store_f16(st->v + t * nk, nk, 1, (uint32_t)nk, idxs + t, vc, nk, 0, 1);
@@ -694,8 +694,10 @@ static int decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_c
     if ((cfg->n_swa > 0) != (kv->swa != NULL) || (kv->swa && (!st->mask_swa || kv->type != BK_TYPE_F16)))
         return BK_FWD_BAD_ARGS;
     if (cfg->arch < 0 || cfg->arch >= BK_ARCH_COUNT) return BK_FWD_BAD_ARGS;
-    /* the per-head Q/K norm step stores F16 rows only (bk_fwd_qk_norm_store) */
-    if (cfg->n_layer > 0 && w->layers[0].q_norm && kv->type != BK_TYPE_F16) return BK_FWD_BAD_ARGS;
+    /* the per-head Q/K norm step stores F16 rows, or Q8_0 ones in the qwen3 graph only (bk_fwd_qk_norm_store:
+     * Gemma 3's Q8_0 cache is not reproduced) */
+    if (cfg->n_layer > 0 && w->layers[0].q_norm && kv->type != BK_TYPE_F16 && cfg->arch != BK_ARCH_QWEN3)
+        return BK_FWD_BAD_ARGS;
     if ((int64_t)pos0 + n > (int64_t)kv->size) return BK_FWD_CACHE_FULL;
     const bk_ubatch_graph graph = arch_graphs[cfg->arch];
     const int q8 = kv->type == BK_TYPE_Q8_0;

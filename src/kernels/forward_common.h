@@ -103,10 +103,12 @@ void bk_fwd_down_site(const bk_ubatch *u, const bk_site *s, int ith, int nth);
  * just before (no barrier between them). Q8_0: whole rows are needed, so a barrier first, then by tokens. */
 void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth);
 
-/* The per-head step of the graphs with Q/K norms (Gemma 3, Qwen3), F16 cache only: each head of q and k
- * RMS_NORM'd with layer l's q_norm / k_norm, rotated by ROPE_NEOX with the cos/sin `rope` (float[n_rot] per
+/* The per-head step of the graphs with Q/K norms (Gemma 3, Qwen3): each head of q and k RMS_NORM'd with layer
+ * l's q_norm / k_norm, rotated by ROPE_NEOX (rope.h bk_rope_neox) with the cos/sin `rope` (float[n_rot] per
  * token), q then scaled by q_scale (ggml_scale; skipped when it is 1), and K and V stored into the cells idxs of
- * kv's layer l (F16 RNE). Whole heads are needed: by tokens, after a barrier that ends the Q, K, V site. */
+ * kv's layer l: F16 RNE, or with a Q8_0 cache (u->q8; qwen3 only) the Hadamard rotations of q, k and v and
+ * quantize_row_q8_0 as bk_fwd_rope_store does. Whole heads are needed: by tokens, after a barrier that ends the
+ * Q, K, V site. One stream (no several-sequence ubatch). */
 void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, const uint32_t *idxs,
                           const float *rope, float q_scale, int ith, int nth);
 

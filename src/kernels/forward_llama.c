@@ -26,11 +26,12 @@
  * of k goes through RMS_NORM(.) * attn_q_norm / attn_k_norm (a head_dim vector shared by the heads) and then
  * ROPE_NEOX instead of ROPE_NORMAL (the step Gemma 3 has, forward_common.h bk_fwd_qk_norm_store; no query
  * scale: attention scales by 1/sqrt(head_dim) as llama does). Its loader takes no bias, no rope_freqs and no
- * attention-scale key; the F16 cache only (a Q8_0 one is refused: not recorded).
+ * attention-scale key. With a Q8_0 cache the Hadamard rotations and the Q8_0 store follow the NEOX RoPE as they
+ * follow llama's NORMAL one.
  */
 #include "forward_common.h"
 
-/* qk_norm: Qwen3's per-head Q/K norms and NEOX RoPE in place of llama's NORMAL RoPE (F16 cache only) */
+/* qk_norm: Qwen3's per-head Q/K norms and NEOX RoPE in place of llama's NORMAL RoPE */
 static void llama_graph(const bk_ubatch *u, int qk_norm, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     bk_fwd_state *st = u->st;

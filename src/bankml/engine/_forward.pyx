@@ -3,7 +3,8 @@
 
     _Forward(arch, config, weights, n_ubatch, kv_max, n_threads, oracle_threads, pack=True)
                                           arch: the GGUF architecture name ("llama"); weights: views into the mmap
-    _KVCache(forward, n_cells, kv_type, n_swa=0, swa_type="none")   one sequence's cells and K/V
+    _KVCache(forward, n_cells, kv_type, n_swa=0, swa_type="none", swa_full=False, rope="normal")
+                                          one sequence's cells and K/V (rope: the K shift's RoPE, normal or neox)
     forward.decode(cache, tokens, pos)    one call into C (GIL released) for every ubatch of the call
     forward.logits_view()                 float32[n_vocab] over the state's logits buffer (no copy)
     forward.decode_embd(cache, tokens, pos)   decode with embeddings on: (status, float32[n][n_embd] t_embd)
@@ -315,13 +316,16 @@ cdef class _KVCache:
     cdef bk_kv_cache kv
     cdef bint have
     cdef int n_head_kv, head_dim, n_rot, rot_k     # what the K shift rotates (the model's config)
+    cdef bint neox                                 # the shift's RoPE: NEOX (the halves) or NORMAL (adjacent pairs)
     cdef float theta_scale
 
     def __cinit__(self):
         self.have = False
 
     def __init__(self, _Forward forward, unsigned int n_cells, str kv_type="f16", unsigned int n_swa=0,
-                 str swa_type="none", bint swa_full=False):
+                 str swa_type="none", bint swa_full=False, str rope="normal"):
+        if rope not in ("normal", "neox"):
+            raise ValueError(f"rope type {rope!r}: normal or neox")
         if kv_type not in KV_TYPES:
             raise ValueError(f"cache type {kv_type!r}: one of {sorted(KV_TYPES)}")
         rc = bk_kv_cache_alloc(&self.kv, &forward.cfg, n_cells, KV_TYPES[kv_type], n_swa, _swa_type(swa_type))
@@ -334,6 +338,7 @@ cdef class _KVCache:
         self.n_head_kv = forward.cfg.n_head_kv
         self.head_dim = forward.cfg.head_dim
         self.n_rot = forward.cfg.n_rot
+        self.neox = rope == "neox"
         self.theta_scale = bk_rope_theta_scale(forward.cfg.rope_freq_base, forward.cfg.n_rot)
         self.rot_k = bk_attn_rot_k_size(forward.cfg.head_dim) if self.kv.type == BK_TYPE_Q8_0 else 0
         if forward.cfg.n_swa > 0:  # the sliding-window layers' cache (llama_kv_cache_iswa)
@@ -470,7 +475,8 @@ cdef class _KVCache:
     def seq_add(self, int p0, int p1, int delta):
         """llama_memory_seq_add(seq, p0, p1, delta) and the K re-rotation it leaves for the next decode, done at
         once (src/llama-kv-cache.cpp seq_add, then update -> build_graph_shift, b11192): every layer's K, every
-        cell, roped by the cell's accumulated shift (0 for the others, which go through the same arithmetic)."""
+        cell, roped by the cell's accumulated shift (0 for the others, which go through the same arithmetic) in
+        the model's rope type (the cache's `rope`: NORMAL for llama, NEOX for qwen3)."""
         if self.kv.swa != NULL:
             raise ValueError("a context shift of a cache with sliding-window layers is not reproduced by bankml yet")
         if self.kv.type == BK_TYPE_Q8_0 and self.n_rot != self.head_dim:
@@ -488,10 +494,11 @@ cdef class _KVCache:
                 if self.kv.type == BK_TYPE_F16:
                     bk_rope_shift_f16(<uint16_t *>bk_kv_cache_k(&self.kv, l), self.kv.size,
                                       <int64_t>(self.kv.k_row_bytes // 2), self.n_head_kv, self.head_dim,
-                                      self.n_rot, self.theta_scale, &shift[0], &cache[0])
+                                      self.n_rot, self.neox, self.theta_scale, &shift[0], &cache[0])
                 else:
                     bk_rope_shift_q8_0(bk_kv_cache_k(&self.kv, l), self.kv.size, <int64_t>self.kv.k_row_bytes,
-                                       self.n_head_kv, self.head_dim, self.n_rot, self.rot_k, self.theta_scale,
+                                       self.n_head_kv, self.head_dim, self.n_rot, self.neox, self.rot_k,
+                                       self.theta_scale,
                                        &shift[0], &row[0], &cache[0])
 
     def positions(self):

@@ -148,8 +148,8 @@ class KVCache:
                              f"yet (only {', '.join(kinds)})")
         self.n_ctx = n_ctx
         self.cache_type = cache_type
-        self._arch, self._rope = desc.name, desc.rope
-        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type, swa_full=model.swa_full)
+        self._arch = desc.name
+        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type, swa_full=model.swa_full, rope=desc.rope)
         hp = model.hparams
         t = gguf.GGMLType.F16 if cache_type == "f16" else gguf.GGMLType.Q8_0
         self._layout = (hp.n_layer, int(t), gguf.row_bytes(t, hp.n_head_kv * hp.head_dim),
@@ -174,10 +174,9 @@ class KVCache:
         """llama-server's context shift (tools/server/server-context.cpp pre_decode, b11192): drop positions
         [n_keep, n_keep + n_discard) (llama_memory_seq_rm), move the later ones down by n_discard
         (llama_memory_seq_add up to n_past) and re-rotate every cell's K by its shift (the KV update llama.cpp runs
-        at the next decode: src/llama-kv-cache.cpp build_graph_shift), F16 or Q8_0 (dequantize, rope, requantize)."""
-        if self._rope != "normal":  # the shift re-rotates K with NORMAL RoPE (bk_rope_shift_*)
-            raise ValueError(f"a context shift of a {self._arch} model ({self._rope} RoPE) is not reproduced by "
-                             "bankml yet")
+        at the next decode: src/llama-kv-cache.cpp build_graph_shift) with the model's RoPE type (NORMAL for llama,
+        NEOX for qwen3), F16 or Q8_0 (dequantize, rope, requantize). A cache with sliding-window layers (Gemma 3)
+        is refused (ValueError)."""
         n_past = self.n_past
         if n_keep < 0 or n_discard < 0 or n_keep + n_discard > n_past:
             raise ValueError(f"a shift of {n_discard} after {n_keep} kept positions of {n_past}")

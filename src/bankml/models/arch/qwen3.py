@@ -8,7 +8,8 @@ shared keys, create_tensor_qkv, the NEOX rope type of LLM_ARCH_QWEN3) of b11192.
 
 What differs from llama: each layer's attn_q_norm / attn_k_norm (head_dim values, required), NEOX RoPE, and
 tensors the loader would take that bankml does not (Q/K/V biases, a fused attn_qkv, the reranker's cls.output:
-not listed, so the guard refuses a file that has them). Only the F16 KV cache is reproduced.
+not listed, so the guard refuses a file that has them). The F16 and Q8_0 KV caches (Q8_0 verified through
+llama-server's answers: tests/oracle/server/qwen3.json; the context shift re-rotates K with NEOX RoPE).
 """
 
 from __future__ import annotations
@@ -38,6 +39,6 @@ QWEN3 = Architecture(
     norm="rms",
     rope="neox",
     swa="none",
-    cache_types=("f16",),
+    cache_types=("f16", "q8_0"),
     mirrors="src/models/qwen3.cpp, src/llama-model.cpp (load_hparams, create_tensor_qkv, rope type)",
 )
