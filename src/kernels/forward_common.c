@@ -454,6 +454,20 @@ static void rope_range(float *x, int64_t r0, int64_t r1, int hd, int n_rot, cons
     }
 }
 
+/* One token's rows after RoPE into a Q8_0 cache: build_attn's Hadamard rotations of q, k and v (when the cache
+ * rotates), then quantize_row_q8_0 of k and v into cell idx[0] of layer l. */
+static void store_q8_0_row(const bk_ubatch *u, float *q, float *k, float *v, int64_t nq, int64_t nk,
+                           const bk_kv_cache *c, int l, const uint32_t *idx) {
+    const int rot_k = u->rot_k;
+    if (rot_k) {
+        bk_hadamard_rows(q, nq / rot_k, rot_k, rot_k, 0, 1);
+        bk_hadamard_rows(k, nk / rot_k, rot_k, rot_k, 0, 1);
+        bk_hadamard_rows(v, nk / 64, 64, 64, 0, 1);
+    }
+    bk_kv_store_q8_0(k, nk, 1, (uint32_t)nk, idx, bk_kv_cache_k(c, l), (int64_t)c->k_row_bytes, 0, 1);
+    bk_kv_store_q8_0(v, nk, 1, (uint32_t)nk, idx, bk_kv_cache_v(c, l), (int64_t)c->v_row_bytes, 0, 1);
+}
+
 void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     const bk_kv_cache *kv = u->kv;
@@ -490,22 +504,13 @@ void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
     }
     /* RoPE, rotation and the Q8_0 store need whole rows: by tokens, once every thread's rows are in */
 #pragma omp barrier
-    const int rot_k = u->rot_k;
     for (int t = ith; t < n; t += nth) {
         float *q = st->q + t * nq, *k = st->k + t * nk, *v = st->v + t * nk;
         const float *rc = st->rope + (int64_t)t * cfg->n_rot;
         bk_rope_normal(q, cfg->n_head, hd, cfg->n_rot, rc);
         bk_rope_normal(k, cfg->n_head_kv, hd, cfg->n_rot, rc);
-        if (rot_k) {
-            bk_hadamard_rows(q, nq / rot_k, rot_k, rot_k, 0, 1);
-            bk_hadamard_rows(k, nk / rot_k, rot_k, rot_k, 0, 1);
-            bk_hadamard_rows(v, nk / 64, 64, 64, 0, 1);
-        }
         const bk_kv_cache *c = u->n_stream ? u->streams[t / u->n_seq_tokens] : kv;  /* the row's stream */
-        bk_kv_store_q8_0(k, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_k(c, l),
-                         (int64_t)c->k_row_bytes, 0, 1);
-        bk_kv_store_q8_0(v, nk, 1, (uint32_t)nk, st->idxs + t, bk_kv_cache_v(c, l),
-                         (int64_t)c->v_row_bytes, 0, 1);
+        store_q8_0_row(u, q, k, v, nq, nk, c, l, st->idxs + t);
     }
 }
 
@@ -535,17 +540,8 @@ void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, cons
             bk_rms_norm_mul_f32(hd, kh, L->k_norm, eps, kh);
             bk_rope_neox(kh, 1, 0, cfg->n_rot, rc);
         }
-        if (u->q8) {
-            /* a Q8_0 cache (qwen3): build_attn's Hadamard rotations of q, k and v, then quantize_row_q8_0, as
-             * bk_fwd_rope_store does after its RoPE */
-            float *v = st->v + t * nk;
-            if (u->rot_k) {
-                bk_hadamard_rows(q, nq / u->rot_k, u->rot_k, u->rot_k, 0, 1);
-                bk_hadamard_rows(k, nk / u->rot_k, u->rot_k, u->rot_k, 0, 1);
-                bk_hadamard_rows(v, nk / 64, 64, 64, 0, 1);
-            }
-            bk_kv_store_q8_0(k, nk, 1, (uint32_t)nk, idxs + t, bk_kv_cache_k(kv, l), (int64_t)kv->k_row_bytes, 0, 1);
-            bk_kv_store_q8_0(v, nk, 1, (uint32_t)nk, idxs + t, bk_kv_cache_v(kv, l), (int64_t)kv->v_row_bytes, 0, 1);
+        if (u->q8) {   /* a Q8_0 cache (qwen3), as bk_fwd_rope_store stores it after its RoPE */
+            store_q8_0_row(u, q, k, st->v + t * nk, nq, nk, kv, l, idxs + t);
             continue;
         }
         bk_kv_store_f16(k, nk, 1, (uint32_t)nk, idxs + t, kc, nk, 0, 1);
