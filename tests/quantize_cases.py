@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 N_PER_ROW = 256
-ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0")
+ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20),
                 "Q1_0": (128, 18), "Q2_0": (64, 18)}
 
@@ -15,8 +15,17 @@ DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18
 # are not a multiple of Q1_0's block of 128, so a plain Q1_0 run stops; the overrides keep those matrices in
 # Q8_0 and leave Q1_0 to ffn_down (rows of 1536).
 Q1_0_OVERRIDES = ("attn_=q8_0", "ffn_(gate|up)=q8_0")
-LLAMA_QUANTIZE_CASES = [(src, t, tts) for src in ("smollm2", "qwen3")
-                        for t, tts in (("Q2_0", ()), ("Q1_0", ()), ("Q1_0", Q1_0_OVERRIDES))]
+# The K mixes and the 32-block types after them: SmolLM2's rows of 576 send most K matrices to their fallbacks
+# (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0); ffn_down (rows of 1536) keeps the mix's types,
+# and K_OVERRIDES puts every K type on ffn_down and ffn_up (rows of 576 then fall back, as llama-quantize does).
+MIXES = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K",
+         "Q2_K_S")
+K_OVERRIDES = ("blk\\.[0-4]\\.ffn_down=q2_k", "blk\\.[5-9]\\.ffn_down=q3_k", "blk\\.1[0-4]\\.ffn_down=q4_k",
+               "blk\\.1[5-9]\\.ffn_down=q5_k", "ffn_down=q6_k")
+LLAMA_QUANTIZE_CASES = ([(src, t, tts) for src in ("smollm2", "qwen3")
+                         for t, tts in (("Q2_0", ()), ("Q1_0", ()), ("Q1_0", Q1_0_OVERRIDES))]
+                        + [("smollm2", t, ()) for t in MIXES] + [("qwen3", t, ()) for t in ("Q4_K_M", "Q6_K", "Q3_K_M")]
+                        + [("smollm2", "Q4_K_M", K_OVERRIDES)])
 
 
 def llama_quantize_key(src: str, tname: str, tensor_types) -> str:

@@ -52,7 +52,9 @@ def test_round_trip_on_the_grid():
 
 
 def test_refusals():
-    with pytest.raises(qz.QuantizeError, match="cannot write type 'Q5_K'"):
+    with pytest.raises(qz.QuantizeError, match="cannot write type 'IQ4_NL'"):
+        qz.quantize("IQ4_NL", np.zeros((1, 32), np.float32))
+    with pytest.raises(qz.QuantizeError, match="32 elements per row is not a multiple of 256"):
         qz.quantize("Q5_K", np.zeros((1, 32), np.float32))
     with pytest.raises(qz.QuantizeError, match="33 elements per row is not a multiple of 32"):
         qz.quantize("Q8_0", np.zeros((1, 33), np.float32))
@@ -195,4 +197,4 @@ def test_cli_tensor_type(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["quantize", str(src), str(tmp_path / "x.gguf"), "Q2_0", "--tensor-type", "attn_q=q9_9"])
     assert cli.main(["quantize", str(src), str(tmp_path / "x.gguf"), "F16", "--tensor-type", "attn_q=q8_0"]) != 0
-    assert "--tensor-type applies to Q1_0, Q2_0" in capsys.readouterr().err
+    assert "--tensor-type applies to Q4_1, Q5_0, Q5_1, Q2_K" in capsys.readouterr().err

@@ -63,11 +63,16 @@ from .gguf import TYPE_LAYOUT, GGMLType, GGUFFile, ValueType, header_kvs, row_by
 from .verify import make_pin, pin_path_beside, sha256_file, write_pin
 
 #: the types a derived file may be written in -> llama_ftype (include/llama.h) for general.file_type
-OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "Q1_0": 40, "Q2_0": 41}
+OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
+                                "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15,
+                                "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "Q2_K_S": 21, "Q1_0": 40, "Q2_0": 41}
 #: the types written by llama-quantize's rule (tensor order, per-tensor type choice, metadata), not bankml's
-LLAMA_QUANTIZE_RULE = ("Q1_0", "Q2_0")
-#: the types `quantize` encodes
-ENCODABLE = ("F32", "F16", "Q4_0", "Q8_0", "Q1_0", "Q2_0")
+LLAMA_QUANTIZE_RULE = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S",
+                       "Q5_K_M", "Q6_K", "Q2_K_S", "Q1_0", "Q2_0")
+#: the tensor types `quantize` encodes (the K types and Q4_1 / Q5_x in C: src/kernels/encode.c)
+ENCODABLE = ("F32", "F16", "Q4_0", "Q8_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+             "Q6_K")
+_C_ENCODED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
 F32, F16 = np.dtype("<f4"), np.dtype("<f2")
 
@@ -161,6 +166,9 @@ def quantize(type_name_: str, x: np.ndarray) -> np.ndarray:
     blck = TYPE_LAYOUT[GGMLType[type_name_]][0]
     if n % blck:
         raise QuantizeError(f"{n} elements per row is not a multiple of {blck}")
+    if type_name_ in _C_ENCODED:
+        from . import _encode
+        return _encode.encode(int(GGMLType[type_name_]), x)
     if type_name_ in ("Q1_0", "Q2_0"):
         with np.errstate(all="ignore"):
             out = _quantize_q1_0(x.reshape(-1, 128)) if type_name_ == "Q1_0" else _quantize_q2_0(x.reshape(-1, 64))
@@ -269,21 +277,99 @@ def _shape_fallback(name: str, n_per_row: int, t: str) -> str:
     return t if n_per_row % TYPE_LAYOUT[GGMLType[t]][0] == 0 else "F16"
 
 
+#: llama-quantize's default tensor type of each file type it writes here (llama_ftype_get_default_type)
+_DEFAULT_TYPE = {"Q4_1": "Q4_1", "Q5_0": "Q5_0", "Q5_1": "Q5_1", "Q2_K": "Q2_K", "Q2_K_S": "Q2_K", "Q3_K_S": "Q3_K",
+                 "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K",
+                 "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q1_0": "Q1_0", "Q2_0": "Q2_0"}
+
+
+def _category(name: str) -> str:
+    """llama-quant.cpp's tensor category: exact names first, then the first substring that matches."""
+    if name == "output.weight":
+        return "output"
+    if name in ("token_embd.weight", "per_layer_token_embd.weight"):
+        return "token_embd"
+    for key, cat in (("attn_qkv.weight", "attn_v"), ("attn_kv_b.weight", "attn_v"), ("attn_v.weight", "attn_v"),
+                     ("attn_k.weight", "attn_k"), ("attn_q.weight", "attn_q"),
+                     ("attn_output.weight", "attn_output"), ("ffn_up", "ffn_up"), ("ffn_gate", "ffn_gate"),
+                     ("ffn_down", "ffn_down")):
+        if key in name:
+            return cat
+    return "other"
+
+
+def _more_bits(i: int, n: int) -> bool:
+    # the layers a mix gives more bits: the first and last eighth, and every third one between
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+class LlamaQuantizeRule:
+    """The type llama-quantize b11192 gives each tensor it re-encodes (llama_tensor_get_type and its _impl) for a
+    file type of LLAMA_QUANTIZE_RULE, on a model without experts. Stateful as there: the attn_v and ffn_* counters
+    advance with each tensor asked about, so `choose` must be called in the loader's tensor order."""
+
+    def __init__(self, out_type: str, *, tied: bool, n_layer: int = 0, n_gqa: int = 1, n_attn_v: int = 0,
+                 tensor_types: list[tuple[str, str]] | None = None):
+        self.ftype, self.tied, self.n_layer, self.n_gqa, self.n_attn_v = out_type, tied, n_layer, n_gqa, n_attn_v
+        self.tensor_types = tensor_types or []
+        self.i_attn_v = self.i_ffn_down = 0
+
+    def choose(self, name: str, n_per_row: int) -> str:
+        for pattern, ttype in self.tensor_types:
+            if re.search(pattern, name):
+                return _shape_fallback(name, n_per_row, ttype.upper())
+        return _shape_fallback(name, n_per_row, self._mix(name, n_per_row, _DEFAULT_TYPE[self.ftype]))
+
+    def _mix(self, name: str, n_per_row: int, t: str) -> str:
+        f, cat = self.ftype, _category(name)
+        if cat == "output" or (self.tied and cat == "token_embd"):
+            if n_per_row % TYPE_LAYOUT[GGMLType[t]][0]:
+                return "Q8_0"
+            return t if t == "Q8_0" else "Q6_K"
+        if cat == "token_embd":
+            return "Q4_K" if f == "Q2_0" else t
+        if cat == "attn_v":
+            i, n = self.i_attn_v, self.n_attn_v
+            self.i_attn_v += 1
+            if f == "Q2_K":
+                return "Q4_K" if self.n_gqa >= 4 else "Q3_K"
+            if f == "Q2_K_S" and self.n_gqa >= 4:
+                return "Q4_K"
+            if f == "Q3_K_M":
+                return "Q5_K" if i < 2 else "Q4_K"
+            if f == "Q3_K_L":
+                return "Q5_K"
+            if f in ("Q4_K_M", "Q5_K_M") and _more_bits(i, n):
+                return "Q6_K"
+            if f == "Q4_K_S" and i < 4:
+                return "Q5_K"
+            return t
+        if cat == "ffn_down":
+            i, n = self.i_ffn_down, self.n_layer
+            self.i_ffn_down += 1
+            if f == "Q2_K":
+                return "Q3_K"
+            if f == "Q2_K_S":
+                return "Q4_K" if i < n // 8 else t
+            if f == "Q3_K_M":
+                return "Q5_K" if i < n // 16 else "Q4_K"
+            if f == "Q3_K_L":
+                return "Q5_K"
+            if f in ("Q4_K_M", "Q5_K_M"):
+                return "Q6_K" if _more_bits(i, n) else t
+            if f == "Q4_K_S" and i < n // 8:
+                return "Q5_K"
+            return t
+        if cat == "attn_output":
+            return {"Q2_K": "Q3_K", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K"}.get(f, t)
+        return t
+
+
 def llama_quantize_type(name: str, n_per_row: int, out_type: str, tied: bool,
                         tensor_types: list[tuple[str, str]]) -> str:
-    """The type llama-quantize b11192 gives a tensor it re-encodes, for the ftype of `out_type` (Q1_0, Q2_0)."""
-    t = None
-    for pattern, ttype in tensor_types:
-        if re.search(pattern, name):
-            t = ttype
-            break
-    if t is None:
-        t = out_type
-        if name == "output.weight" or (tied and name == "token_embd.weight"):
-            t = "Q8_0" if n_per_row % TYPE_LAYOUT[GGMLType[out_type]][0] else "Q6_K"
-        elif name == "token_embd.weight" and out_type == "Q2_0":
-            t = "Q4_K"
-    return _shape_fallback(name, n_per_row, t)
+    """The type llama-quantize b11192 gives one tensor for the file type `out_type`, with the layer counters at
+    their start (the first attn_v and ffn_down of the file); LlamaQuantizeRule follows a whole file."""
+    return LlamaQuantizeRule(out_type, tied=tied, tensor_types=tensor_types).choose(name, n_per_row)
 
 
 def _layer_key(name: str):
@@ -301,6 +387,7 @@ def _plan_llama_quantize(f: GGUFFile, out_type: str, tensor_types: list[tuple[st
     if h.metadata.get("general.alignment", 32) != 32:
         raise QuantizeError("llama-quantize lays its output out at 32 bytes; this file sets general.alignment "
                             f"{h.metadata['general.alignment']}")
+    tensor_types = [(pattern, ttype.upper()) for pattern, ttype in tensor_types]
     for _, ttype in tensor_types:
         if ttype not in GGMLType.__members__:
             raise QuantizeError(f"--tensor-type: unknown type {ttype!r}")
@@ -308,15 +395,27 @@ def _plan_llama_quantize(f: GGUFFile, out_type: str, tensor_types: list[tuple[st
     kvs = [k for k in header_kvs(h) if k[0] not in skip]
     kvs += [("general.quantization_version", ValueType.UINT32, 2, None),
             ("general.file_type", ValueType.UINT32, OUTPUT_TYPES[out_type], None)]
-    tied = "output.weight" not in f.tensors
+    if out_type == "Q2_K_S":
+        # llama-quantize stops here without an importance matrix (tensor_requires_imatrix), and so does bankml
+        raise QuantizeError("this quantization requires an imatrix! (Q2_K_S's Q2_K matrices need an importance "
+                            "matrix, which bankml quantize does not read)")
+    order = sorted(f.tensors.values(), key=lambda ti: _layer_key(ti.name))
+    heads, heads_kv = h.arch_key("attention.head_count"), h.arch_key("attention.head_count_kv")
+    heads = heads[0] if isinstance(heads, (list, tuple)) else heads
+    heads_kv = heads if heads_kv is None else heads_kv[0] if isinstance(heads_kv, (list, tuple)) else heads_kv
+    rule = LlamaQuantizeRule(out_type, tied="output.weight" not in f.tensors,
+                             n_layer=int(h.arch_key("block_count") or 0),
+                             n_gqa=(int(heads) // int(heads_kv)) if heads and heads_kv else 0,
+                             n_attn_v=sum(_category(ti.name) == "attn_v" for ti in order),
+                             tensor_types=tensor_types)
     tensors = []
-    for ti in sorted(f.tensors.values(), key=lambda ti: _layer_key(ti.name)):
+    for ti in order:
         copy = (ti.name, ti.shape, ti.type, (lambda name=ti.name: f.tensor_bytes(name)))
         if not _llama_quantizes(ti):
             tensors.append(copy)
             continue
         n_per_row = ti.shape[0]
-        t = llama_quantize_type(ti.name, n_per_row, out_type, tied, tensor_types)
+        t = rule.choose(ti.name, n_per_row)
         if GGMLType[t] == ti.type:
             tensors.append(copy)
             continue
@@ -415,7 +514,7 @@ def add_parser(subparsers) -> None:
                    help=", ".join(OUTPUT_TYPES))
     p.add_argument("--tensor-type", action="append", default=[], metavar="PATTERN=TYPE", type=_tensor_type,
                    help="as llama-quantize's: tensors whose name contains a match of PATTERN (a regular "
-                        "expression) are written as TYPE (Q1_0 and Q2_0 only)")
+                        "expression) are written as TYPE (the types written by llama-quantize's rule only)")
     p.set_defaults(func=_run)
 
 
