@@ -272,6 +272,24 @@ def record_ops() -> dict:
     return out
 
 
+# synthetic shapes (bankml.models.synth): head size 128 / 256 / 64 with GQA 4 / 1 / 8, untied outputs, qwen3's
+# norms at head size 128, and the 1B model; made when missing in <models>/derived, pinned by the records' sha256
+SHAPE_SETS = [("llama-h128-gqa4-untied", "Q8_0"), ("llama-h256-gqa1", "Q8_0"), ("llama-h64-gqa8-untied", "Q4_1"),
+              ("qwen3-h128-gqa4", "Q8_0"), ("llama-h128-gqa4-untied", "F16")]
+SHAPE_PICK = {f"text-{n}" for n in (1, 17, 63, 64, 65, 255, 257, 511, 513, 1023, 1025, 1500)} | {"random-300"}
+SHAPE_1B_PICK = {"text-17", "text-65", "text-513"}
+
+
+def synth(shape: str, tname: str) -> Path:
+    from bankml.models import synth as sy
+    return sy.ensure(model_path(MODELS["q4_1"]).parent, shape, tname, model_path(MODELS["q4_1"]))
+
+
+def record_shapes() -> dict:
+    return {"sets": [record_set(f"shape-{s}-{t.lower()}", "q4_1", 8, path=synth(s, t), pick=SHAPE_PICK,
+                                context={"shape": s}) for s, t in SHAPE_SETS]}
+
+
 def main(argv: list[str]) -> None:
     want = argv or ["ops", "q4_1", "f16", "q8_0", "f32", "kvq8", "threads", "threads_more", "qwen3", "qwen3_threads"]
     OUT.mkdir(parents=True, exist_ok=True)
@@ -290,6 +308,11 @@ def main(argv: list[str]) -> None:
             rec = record_threads_more()
         elif name == "qwen3_threads":
             rec = record_graph_threads(name, "qwen3", QWEN3_THREADS_STEPS)
+        elif name == "shapes":
+            rec = record_shapes()
+        elif name == "shapes_1b":
+            rec = record_set("shape-llama-1b-q4_1", "q4_1", 6, path=synth("llama-1b", "Q4_1"), pick=SHAPE_1B_PICK,
+                             context={"shape": "llama-1b"})
         elif name == "threads":
             rec = {"sets": [record_set(f"threads-{t}", "q4_1", 100, threads=t, pick=THREAD_PICK) for t in (1, 3)]}
         else:
