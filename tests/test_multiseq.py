@@ -71,6 +71,18 @@ def model(smollm2_path, smollm2_f16_path):
         m.close()
 
 
+def _check_step(case: dict, i: int, step: dict, got: list, outputs: list) -> int:
+    """A step's rows against the record (hash and argmax of each output, None elsewhere); returns the count."""
+    rows = [r for r, out in zip(got, outputs) if out]
+    assert all(r is None for r, out in zip(got, outputs) if not out)
+    assert len(rows) == len(step["rows"]) == len(step["argmax"])
+    for j, (row, want, am) in enumerate(zip(rows, step["rows"], step["argmax"])):
+        where = f"seed {case['seed']} step {i} output {j} (items {step['items']})"
+        assert row_hash(row) == want, f"{where}: logits differ from libllama's"
+        assert int(np.argmax(row)) == am, f"{where}: argmax differs"
+    return len(rows)
+
+
 @pytest.mark.parametrize("case", _record()["cases"],
                          ids=lambda c: f"{c['model'].split('-')[-1].removesuffix('.gguf')}-kv{c['cache_type']}"
                                        f"-seed{c['seed']}-np{c['n_seq']}-c{c['cells']}")
@@ -94,14 +106,7 @@ def test_multiseq_oracle(model, case):
             items.append((s, caches[s], toks, p0))
             outputs.append(out)
         got = m.decode_batch(items, outputs=outputs)
-        rows = [r for r, out in zip(got, outputs) if out]
-        assert all(r is None for r, out in zip(got, outputs) if not out)
-        assert len(rows) == len(step["rows"]) == len(step["argmax"])
-        for j, (row, want, am) in enumerate(zip(rows, step["rows"], step["argmax"])):
-            where = f"seed {case['seed']} step {i} output {j} (items {step['items']})"
-            assert row_hash(row) == want, f"{where}: logits differ from libllama's"
-            assert int(np.argmax(row)) == am, f"{where}: argmax differs"
-            compared += 1
+        compared += _check_step(case, i, step, got, outputs)
     assert ids.hexdigest()[:24] == case["tokens_sha256"], "the token rule drifted from the recorder's"
     assert compared == sum(len(st["rows"]) for st in case["steps"]) > 0
 
@@ -128,14 +133,7 @@ def test_unified_oracle(model, case):
             items.append((s, toks, p0))
             outputs.append(out)
         got = m.decode_unified(cache, items, outputs=outputs)
-        rows = [r for r, out in zip(got, outputs) if out]
-        assert all(r is None for r, out in zip(got, outputs) if not out)
-        assert len(rows) == len(step["rows"]) == len(step["argmax"])
-        for j, (row, want, am) in enumerate(zip(rows, step["rows"], step["argmax"])):
-            where = f"seed {case['seed']} step {i} output {j} (items {step['items']})"
-            assert row_hash(row) == want, f"{where}: logits differ from libllama's"
-            assert int(np.argmax(row)) == am, f"{where}: argmax differs"
-            compared += 1
+        compared += _check_step(case, i, step, got, outputs)
     assert ids.hexdigest()[:24] == case["tokens_sha256"], "the token rule drifted from the recorder's"
     assert compared == sum(len(st["rows"]) for st in case["steps"]) > 0
 
@@ -174,7 +172,8 @@ def test_refusals_leave_the_caches(small):
 
 
 def test_one_item_is_decode(small):
-    """A batch of one sequence is an ordinary llama_decode: the same bits as decode() (prompt and a step)."""
+    """A batch of one sequence is an ordinary llama_decode: the same bits as decode() (prompt and a step), through
+    decode_batch and through decode_unified."""
     toks = list(range(100, 400))
     small.cache.clear()
     small.decode(toks, 0)
@@ -185,6 +184,12 @@ def test_one_item_is_decode(small):
     got = [small.decode_batch([(5, other, toks, 0)])[0], small.decode_batch([(5, other, [42], len(toks))])[0]]
     assert [row_hash(r) for r in got] == [row_hash(r) for r in want]
     assert small.decode_batch([(5, other, [43], len(toks) + 1)], outputs=[False]) == [None]
+    # one sequence in a unified cache, too (the tiled prompt, then a step at n_kv 512: split-KV)
+    u = small.new_unified_cache()
+    got = [small.decode_unified(u, [(3, toks, 0)])[0], small.decode_unified(u, [(3, [42], len(toks))])[0]]
+    assert [row_hash(r) for r in got] == [row_hash(r) for r in want]
+    assert small.decode_unified(u, [(3, [43], len(toks) + 1)], outputs=[False]) == [None]
+    assert u.n_past(3) == len(toks) + 2
     assert other.n_past == len(toks) + 2
 
 
@@ -253,22 +258,6 @@ def test_refusals_leave_the_cache(small):
     with pytest.raises(ValueError):
         small.decode_unified(small.cache, [(0, [7], 3)])
     assert [a.tolist() for a in u.cells()] + [u.head, u.used] == before
-
-
-def test_one_sequence_is_decode(small):
-    """One sequence in a unified cache is an ordinary llama_decode: decode()'s bits (a tiled prompt, a step at
-    n_kv 512: split-KV)."""
-    toks = list(range(100, 400))
-    small.cache.clear()
-    small.decode(toks, 0)
-    want = [small.logits().copy()]
-    small.decode([42], len(toks))
-    want.append(small.logits().copy())
-    u = small.new_unified_cache()
-    got = [small.decode_unified(u, [(3, toks, 0)])[0], small.decode_unified(u, [(3, [42], len(toks))])[0]]
-    assert [row_hash(r) for r in got] == [row_hash(r) for r in want]
-    assert small.decode_unified(u, [(3, [43], len(toks) + 1)], outputs=[False]) == [None]
-    assert u.n_past(3) == len(toks) + 2
 
 
 def test_refuses_other_graphs(gemma3_path):
