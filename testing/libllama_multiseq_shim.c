@@ -66,3 +66,7 @@ int mshim_decode(mshim_t *s, const int *tok, const int *pos, const int *seq, con
 float *mshim_logits(mshim_t *s, int i) { return llama_get_logits_ith(s->ctx, i); }
 int mshim_n_vocab(mshim_t *s) { return llama_vocab_n_tokens(llama_model_get_vocab(s->model)); }
 void mshim_seq_rm(mshim_t *s, int seq) { llama_memory_seq_rm(llama_get_memory(s->ctx), seq, -1, -1); }
+/* llama_memory_seq_rm(seq, p0, p1): part of a sequence (llama-server keeping a cached prefix), or seq -1 */
+void mshim_seq_rm_range(mshim_t *s, int seq, int p0, int p1) {
+    llama_memory_seq_rm(llama_get_memory(s->ctx), seq, p0, p1);
+}

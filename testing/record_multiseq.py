@@ -19,8 +19,8 @@ the F16 file (its kernels follow a MUL_MAT node's column count: the gathered out
 `--cache-type-k/v q8_0`, and for each of the three `eight()`: eight sequences in one ubatch.
 
 Token ids are not stored: tests/engine_replay.py's `lcg_tokens(seed, n_vocab)` draws them (a 31-bit LCG) in item
-order, for the recorder and the test alike, and each schedule keeps the sha256 of its ids to catch a drift. The unified cache (`-kvu`) is
-not recorded: bankml does not build it.
+order, for the recorder and the test alike, and each schedule keeps the sha256 of its ids to catch a drift. The unified cache (`-kvu`, `-np auto`) is recorded by
+testing/record_multiseq_unified.py with this file's shim and `play`.
 """
 
 from __future__ import annotations
@@ -55,6 +55,26 @@ LENGTHS_512 = [1, 2, 5, 31, 63, 64, 65, 100, 130, 200, 250, 254]
 LENGTHS_1024 = LENGTHS_512 + [300, 450, 509, 510, 600]
 
 
+def batch_step(gen: list, pos: list, left: list, max_tokens: int) -> list:
+    """One step's items in llama-server's batch order: a decode row per generating sequence (slot order), then the
+    prompt chunks of prompting sequences (slot order) within max_tokens; advances pos, left and gen (a sequence
+    whose prompt ends turns to generating)."""
+    n = len(gen)
+    items = [[s, 1, pos[s], True] for s in range(n) if gen[s]]
+    budget = max_tokens - len(items)
+    for s in range(n):
+        if left[s] > 0 and budget > 0:
+            k = min(left[s], budget)
+            budget -= k
+            items.append([s, k, pos[s], k == left[s]])
+    for s, k, p0, out in items:
+        pos[s] = p0 + k
+        if not gen[s]:
+            left[s] -= k
+            gen[s] = left[s] == 0
+    return items
+
+
 def schedule(idx: int) -> dict:
     """A seeded schedule: steps of [seq, n_tokens, pos0, output] items in llama-server's batch order, with the
     sequences removed (seq_rm) before the step."""
@@ -76,20 +96,9 @@ def schedule(idx: int) -> dict:
         for s in range(n):
             if not gen[s] and left[s] == 0 and s not in removed and rng.random() < 0.55:
                 left[s] = min(int(rng.choice(lengths)), cells - 16)
-        items = [[s, 1, pos[s], True] for s in range(n) if gen[s]]
-        budget = MAX_STEP_TOKENS - len(items)
-        for s in range(n):
-            if left[s] and budget > 0:
-                k = min(left[s], budget)
-                budget -= k
-                items.append([s, k, pos[s], k == left[s]])
+        items = batch_step(gen, pos, left, MAX_STEP_TOKENS)
         if not items:
             continue
-        for s, k, p0, out in items:
-            pos[s] = p0 + k
-            if not gen[s]:
-                left[s] -= k
-                gen[s] = left[s] == 0
         steps.append({"removed": removed, "items": items})
         removed = []
     return {"seed": 7000 + idx, "n_seq": n, "cells": cells, "steps": steps}
@@ -142,12 +151,16 @@ def shim():
     lib.mshim_logits.argtypes = [P, C.c_int]
     lib.mshim_n_vocab.argtypes = [P]
     lib.mshim_seq_rm.argtypes = [P, C.c_int]
+    lib.mshim_seq_rm_range.argtypes = [P, C.c_int, C.c_int, C.c_int]
     return lib
 
 
-def play(lib, sc: dict) -> int:
-    """Run one schedule through libllama, adding each step's hashes and argmaxes; returns the rows."""
-    h = lib.mshim_open(str(model_path(sc["model"])).encode(), sc["cells"] * sc["n_seq"], sc["n_seq"], 0, THREADS,
+def play(lib, sc: dict, context: tuple | None = None) -> int:
+    """Run one schedule through libllama, adding each step's hashes and argmaxes; returns the rows. context:
+    (n_ctx, n_seq_max, unified), by default the schedule's split cache (cells x n_seq, n_seq, 0). A step's
+    "removed" entries are seq ids (seq_rm of the whole sequence) or [seq, p0, p1]."""
+    n_ctx, n_seq, unified = context or (sc["cells"] * sc["n_seq"], sc["n_seq"], 0)
+    h = lib.mshim_open(str(model_path(sc["model"])).encode(), n_ctx, n_seq, unified, THREADS,
                        sc["cache_type"] == "q8_0")
     assert h, "libllama refused the context"
     assert lib.mshim_n_vocab(h) == N_VOCAB
@@ -156,8 +169,11 @@ def play(lib, sc: dict) -> int:
     rows = 0
     try:
         for step in sc["steps"]:
-            for s in step["removed"]:
-                lib.mshim_seq_rm(h, s)
+            for r in step["removed"]:
+                if isinstance(r, list):
+                    lib.mshim_seq_rm_range(h, *r)
+                else:
+                    lib.mshim_seq_rm(h, r)
             tok, pos, seq, out, last = [], [], [], [], []
             for s, k, p0, o in step["items"]:
                 toks = draw(k)
@@ -185,20 +201,25 @@ def play(lib, sc: dict) -> int:
     return rows
 
 
-def main() -> None:
+def record(cases_: list[dict], out: Path, context: tuple | None = None, head: dict | None = None) -> None:
+    """Play every schedule (play's context) and write the record: the pins, `head`'s fields, the rows, the cases."""
     lib = shim()
     done, rows, t0 = [], 0, time.time()
-    for idx, sc in enumerate(cases()):
-        rows += play(lib, sc)
+    for idx, sc in enumerate(cases_):
+        rows += play(lib, sc, context)
         done.append(sc)
-        print(f"{idx}: {sc['model']} {sc['cache_type']} seqs {sc['n_seq']}, cells {sc['cells']}, steps {len(sc['steps'])}, "
-              f"{sum(it[1] for st in sc['steps'] for it in st['items'])} tokens, {time.time() - t0:.0f} s",
-              flush=True)
+        print(f"{idx}: {sc['model']} {sc['cache_type']} seqs {sc['n_seq']}, cells {sc.get('cells', '-')}, "
+              f"steps {len(sc['steps'])}, {sum(it[1] for st in sc['steps'] for it in st['items'])} tokens, "
+              f"{time.time() - t0:.0f} s", flush=True)
     pins = {m: hashlib.sha256(model_path(m).read_bytes()).hexdigest() for m in (MODEL, MODEL_F16)}
-    OUT.write_text(json.dumps({"oracle": "llama.cpp b11192 libllama, haswell CPU build", "model_sha256": pins,
-                               "threads": THREADS, "unified": False, "n_vocab": N_VOCAB, "rows": rows,
-                               "cases": done}, separators=(",", ":")) + "\n")
-    print(f"{len(done)} schedules, {rows} rows -> {OUT} ({time.time() - t0:.0f} s)")
+    out.write_text(json.dumps({"oracle": "llama.cpp b11192 libllama, haswell CPU build", "model_sha256": pins,
+                               "threads": THREADS} | (head or {}) | {"n_vocab": N_VOCAB, "rows": rows,
+                                                                     "cases": done}, separators=(",", ":")) + "\n")
+    print(f"{len(done)} schedules, {rows} rows -> {out} ({time.time() - t0:.0f} s)")
+
+
+def main() -> None:
+    record(cases(), OUT, head={"unified": False})
 
 
 if __name__ == "__main__":

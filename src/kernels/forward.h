@@ -157,6 +157,9 @@ void bk_kv_cache_free(bk_kv_cache *kv);
  * pad(min(kv->size, n_swa + n_ubatch), 256) cells with the sliding-window cell rules (cfg n_swa, swa_type).
  * bk_kv_cache_free frees it. */
 int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch);
+/* Make an empty cache (bk_kv_cache_alloc, no sliding window) a unified one: its cells get a sequence each
+ * (kv.h bk_kvu_*; bk_kv_cache_free frees it). Returns BK_FWD_OK, BK_FWD_NO_MEMORY or BK_FWD_BAD_ARGS. */
+int bk_kv_cache_make_unified(bk_kv_cache *kv);
 uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer);
 uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer);
 
@@ -213,5 +216,22 @@ typedef struct bk_fwd_seq {
  * or BK_FWD_CACHE_FULL before anything is computed. */
 int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
                        const bk_fwd_seq *seqs, int32_t n_seqs, float *logits, int32_t *out_seq, int32_t *n_out);
+
+/* ---- several sequences in one stream (llama-server -kvu, -np auto: a unified KV cache) */
+
+/* One llama_decode of n tokens over a unified cache (bk_kv_cache_make_unified), as libllama b11192 runs it with
+ * kv_unified (one stream): token i is sequence seq[i] at position pos[i], in the batch's order; the batch is cut
+ * by split_simple (the next n_ubatch tokens in order, whatever their sequences); each ubatch's cells are found
+ * for all ubatches before anything runs (bk_kv_find_slot: first empty cells from head) and applied before it
+ * runs; n_kv from the highest used cell; each row's mask keeps the cells of its own sequence at positions <= its
+ * own (bk_kvu_mask_f16); the attention path is the one-stream rule (split-KV for a lone row at n_kv >= 512,
+ * tiled from 64 rows, else one-chunk). Rows with output[i] nonzero are outputs: the last layer goes on over
+ * them (gathered, inp_out_ids) and their logits land in logits ([outputs][n_vocab], the caller's) in batch
+ * order; *n_out their count. The caller checks tokens and positions (each sequence's next position). Returns
+ * BK_FWD_OK, BK_FWD_BAD_ARGS (an architecture other than llama, a cache that is not unified or has a window, a
+ * seq id outside 0 .. BK_FWD_MAX_SEQ-1), BK_FWD_NO_MEMORY, or BK_FWD_CACHE_FULL before anything changes. */
+int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                          const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
+                          int32_t n, float *logits, int32_t *n_out);
 
 #endif

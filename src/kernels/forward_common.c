@@ -94,8 +94,18 @@ void bk_kv_cache_free(bk_kv_cache *kv) {
     }
     free(kv->pos_buf);
     free(kv->data);
+    free(kv->cells.seq);
+    kv->cells.seq = NULL;
     kv->pos_buf = NULL;
     kv->data = NULL;
+}
+
+int bk_kv_cache_make_unified(bk_kv_cache *kv) {
+    if (!kv->pos_buf || kv->swa || kv->cells.seq || kv->cells.swa_type != BK_SWA_NONE) return BK_FWD_BAD_ARGS;
+    kv->cells.seq = (int32_t *)malloc(sizeof(int32_t) * kv->size);
+    if (!kv->cells.seq) return BK_FWD_NO_MEMORY;
+    bk_kv_cells_clear(&kv->cells);
+    return BK_FWD_OK;
 }
 
 uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer) {
@@ -406,6 +416,9 @@ void bk_fwd_embed(const bk_ubatch *u, int ith, int nth) {
             bk_kv_mask_f16(&u->streams[s]->cells, st->pos + r0, (uint32_t)u->n_seq_tokens, u->n_kv,
                            st->mask + r0 * st->kv_max, st->kv_max, ith, nth);
         }
+    else if (u->row_seq)
+        bk_kvu_mask_f16(&u->kv->cells, st->pos, u->row_seq, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith,
+                        nth);
     else
         bk_kv_mask_f16(&u->kv->cells, st->pos, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith, nth);
     if (u->kv_swa)
@@ -838,6 +851,85 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
     }
     free(taken);
     free(strm);
+    *n_out = outs;
+    return BK_FWD_OK;
+}
+
+/* ---------------------------------------------------------------- a unified cache (bk_fwd_decode_unified) */
+
+int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                          const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
+                          int32_t n, float *logits, int32_t *n_out) {
+    *n_out = 0;
+    if (n <= 0 || cfg->arch != BK_ARCH_LLAMA || !kv->cells.seq || kv->swa || kv->size > st->kv_max)
+        return BK_FWD_BAD_ARGS;
+    for (int32_t i = 0; i < n; i++)
+        if (seq[i] < 0 || seq[i] >= BK_FWD_MAX_SEQ || pos[i] < 0) return BK_FWD_BAD_ARGS;
+    const int nub = st->n_ubatch;
+    const uint32_t size = kv->size;
+    /* llama_kv_cache::prepare: every ubatch's cells found (and applied, to find the next ones) on the current
+     * cells, then the cells restored; the decode then applies them one ubatch at a time */
+    uint32_t *idxs = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
+    int32_t *saved = (int32_t *)malloc(sizeof(int32_t) * 2 * (size_t)size);
+    int32_t *out_rows = (int32_t *)malloc(sizeof(int32_t) * (size_t)nub);
+    if (!idxs || !saved || !out_rows) {
+        free(idxs);
+        free(saved);
+        free(out_rows);
+        return BK_FWD_NO_MEMORY;
+    }
+    bk_kv_cells *c = &kv->cells;
+    memcpy(saved, c->pos, sizeof(int32_t) * size);
+    memcpy(saved + size, c->seq, sizeof(int32_t) * size);
+    const uint32_t head0 = c->head, used0 = c->used;
+    int fits = 1;
+    for (int32_t u0 = 0; u0 < n && fits; u0 += nub) {
+        const int nu = n - u0 < nub ? n - u0 : nub;
+        if (bk_kv_find_slot(c, pos + u0, (uint32_t)nu, idxs + u0) != 0) fits = 0;
+        else bk_kvu_apply_ubatch(c, idxs + u0, pos + u0, seq + u0, (uint32_t)nu);
+    }
+    memcpy(c->pos, saved, sizeof(int32_t) * size);
+    memcpy(c->seq, saved + size, sizeof(int32_t) * size);
+    c->head = head0;
+    c->used = used0;
+    free(saved);
+    if (!fits) {
+        free(idxs);
+        free(out_rows);
+        return BK_FWD_CACHE_FULL;
+    }
+    const int q8 = kv->type == BK_TYPE_Q8_0;
+    const int rot_k = q8 ? bk_attn_rot_k_size(cfg->head_dim) : 0;
+    const bk_ubatch_graph graph = arch_graphs[cfg->arch];
+    int32_t outs = 0;
+    for (int32_t u0 = 0; u0 < n; u0 += nub) {
+        /* split_simple: the next n_ubatch tokens of the batch */
+        const int nu = n - u0 < nub ? n - u0 : nub;
+        for (int t = 0; t < nu; t++) {
+            st->pos[t] = pos[u0 + t];
+            st->idxs[t] = idxs[u0 + t];
+        }
+        bk_kvu_apply_ubatch(c, st->idxs, st->pos, seq + u0, (uint32_t)nu);
+        const uint32_t n_kv = bk_kv_n_kv(c);
+        int n_o = 0;
+        for (int t = 0; t < nu; t++)
+            if (output[u0 + t]) out_rows[n_o++] = t;
+        /* output rows side by side need no gathering (one sequence's last row, as bk_fwd_decode computes it) */
+        const int gather = n_o > 0 && out_rows[n_o - 1] - out_rows[0] != n_o - 1;
+        const bk_ubatch u = {
+            .cfg = cfg, .w = w, .kv = kv, .st = st, .tokens = tokens + u0, .n = nu, .n_kv = n_kv,
+            .want_logits = n_o > 0, .n_out = n_o, .out_c0 = gather || n_o == 0 ? 0 : out_rows[0],
+            .logits = logits + (int64_t)outs * cfg->n_vocab,
+            .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
+            .attn_path = bk_attn_f16_path(nu, (int32_t)n_kv, cfg->head_dim),
+            .out_rows = gather ? out_rows : NULL, .row_seq = seq + u0,
+        };
+#pragma omp parallel num_threads(st->nth)
+        graph(&u, omp_get_thread_num(), omp_get_num_threads());
+        outs += n_o;
+    }
+    free(idxs);
+    free(out_rows);
     *n_out = outs;
     return BK_FWD_OK;
 }

@@ -52,6 +52,9 @@ typedef struct bk_ubatch {
     int n_seq_tokens;
     bk_kv_cache *const *streams;
     const int32_t *out_rows;
+    /* a unified cache (bk_fwd_decode_unified; NULL otherwise): row t belongs to sequence row_seq[t], its mask
+     * keeps only that sequence's cells (bk_kvu_mask_f16); out_rows, when set, gathers the output rows */
+    const int32_t *row_seq;
 } bk_ubatch;
 
 /* An architecture's graph of one ubatch (forward_archs.h names one per architecture). */

@@ -14,11 +14,14 @@ void bk_kv_cells_init(bk_kv_cells *c, int32_t *pos_buf, uint32_t size, uint32_t 
     c->size = size;
     c->n_swa = n_swa;
     c->swa_type = swa_type;
+    c->seq = NULL;
     bk_kv_cells_clear(c);
 }
 
 void bk_kv_cells_clear(bk_kv_cells *c) {
     for (uint32_t i = 0; i < c->size; i++) c->pos[i] = -1;
+    if (c->seq)
+        for (uint32_t i = 0; i < c->size; i++) c->seq[i] = -1;
     c->head = 0;
     c->used = 0;
 }
@@ -155,6 +158,60 @@ void bk_kv_mask_f16(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens,
             int drop = p0 < 0 || p0 > p1;
             if (!drop && swa) drop = is_masked_swa(c->n_swa, c->swa_type, p0, p1);
             row[j] = drop ? MASK_DROP : 0;
+        }
+    }
+}
+
+/* ---- unified cache */
+
+void bk_kvu_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, const int32_t *seq,
+                         uint32_t n_tokens) {
+    for (uint32_t i = 0; i < n_tokens; i++) {
+        const uint32_t idx = idxs[i];
+        if (c->pos[idx] < 0) c->used++;  /* bk_kv_find_slot gives empty cells only (no window) */
+        c->pos[idx] = pos[i];
+        c->seq[idx] = seq[i];
+    }
+    if (n_tokens > 0) c->head = idxs[n_tokens - 1] + 1;
+}
+
+void bk_kvu_seq_rm(bk_kv_cells *c, int32_t seq, int32_t p0, int32_t p1) {
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = INT32_MAX;
+    uint32_t new_head = c->size;
+    for (uint32_t i = 0; i < c->size; i++) {
+        const int32_t p = c->pos[i];
+        if (p < 0 || p < p0 || p >= p1 || (seq >= 0 && c->seq[i] != seq)) continue;
+        c->pos[i] = -1;
+        c->seq[i] = -1;
+        c->used--;
+        if (new_head == c->size) new_head = i;
+    }
+    if (new_head != c->size && new_head < c->head) c->head = new_head;
+}
+
+int32_t bk_kvu_seq_pos_min(const bk_kv_cells *c, int32_t seq) {
+    int32_t m = -1;
+    for (uint32_t i = 0; i < c->size; i++)
+        if (c->pos[i] >= 0 && c->seq[i] == seq && (m < 0 || c->pos[i] < m)) m = c->pos[i];
+    return m;
+}
+
+int32_t bk_kvu_seq_pos_max(const bk_kv_cells *c, int32_t seq) {
+    int32_t m = -1;
+    for (uint32_t i = 0; i < c->size; i++)
+        if (c->seq[i] == seq && c->pos[i] > m) m = c->pos[i];
+    return m;
+}
+
+void bk_kvu_mask_f16(const bk_kv_cells *c, const int32_t *pos, const int32_t *seq, uint32_t n_tokens, uint32_t n_kv,
+                     uint16_t *mask, int64_t mask_row, int ith, int nth) {
+    for (uint32_t t = (uint32_t)ith; t < n_tokens; t += (uint32_t)nth) {
+        const int32_t p1 = pos[t], s = seq[t];
+        uint16_t *row = mask + (int64_t)t * mask_row;
+        for (uint32_t j = 0; j < n_kv; j++) {
+            const int32_t p0 = c->pos[j];
+            row[j] = p0 < 0 || c->seq[j] != s || p0 > p1 ? MASK_DROP : 0;
         }
     }
 }

@@ -44,6 +44,8 @@ typedef struct bk_kv_cells {
     uint32_t used;     /* non-empty cells */
     uint32_t n_swa;    /* sliding window, 0 for none */
     int32_t swa_type;  /* enum bk_swa_type */
+    int32_t *seq;      /* [size] a unified cache's sequence of each cell (-1 when empty; bk_kvu_*), caller-owned;
+                        * NULL for a one-sequence cache (bk_kv_cells_init leaves it NULL) */
 } bk_kv_cells;
 
 /* Set up an empty cache over pos_buf[size]. */
@@ -84,6 +86,31 @@ uint32_t bk_kv_n_kv(const bk_kv_cells *c);
  * mask[t*mask_row + j] = 0 or -inf (0xFC00). Rows t = ith, ith+nth, ... are written by thread ith. */
 void bk_kv_mask_f16(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens, uint32_t n_kv,
                     uint16_t *mask, int64_t mask_row, int ith, int nth);
+
+/* ---- a unified cache (llama-server -kvu, -np auto: kv_unified, one stream whose cells hold several sequences,
+ * each cell one sequence and one position; c->seq set). The search for a ubatch's cells is bk_kv_find_slot's
+ * (llama_kv_cache::find_slot with one stream: the ubatch's tokens, whatever their sequences, take the first empty
+ * cells from head, one by one, wrapping; head restarts at 0 when more than used + 2*n_tokens cells lie before it;
+ * holes left by seq_rm are filled that way). n_kv is bk_kv_n_kv's (the highest used cell of any sequence, padded
+ * to 256). No sliding window. */
+
+/* Record the ubatch in the cells bk_kv_find_slot found (all empty): token t of sequence seq[t] at pos[t]; head
+ * moves past the last one. */
+void bk_kvu_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, const int32_t *seq,
+                         uint32_t n_tokens);
+
+/* llama_memory_seq_rm(seq, p0, p1): empty the cells of sequence seq holding p0 <= pos < p1 (p0 < 0: from 0; p1 < 0:
+ * no upper bound); head moves back to the first cell freed when that is below it. seq < 0: every sequence. */
+void bk_kvu_seq_rm(bk_kv_cells *c, int32_t seq, int32_t p0, int32_t p1);
+
+/* Smallest / largest position of sequence seq, -1 when it holds none. */
+int32_t bk_kvu_seq_pos_min(const bk_kv_cells *c, int32_t seq);
+int32_t bk_kvu_seq_pos_max(const bk_kv_cells *c, int32_t seq);
+
+/* The F16 KQ mask of a unified cache (set_input_kq_mask, one stream): row t (sequence seq[t] at pos[t]) keeps cell j
+ * when it holds seq[t] at a position <= pos[t], else -inf. Rows t = ith, ith+nth, ... by thread ith. */
+void bk_kvu_mask_f16(const bk_kv_cells *c, const int32_t *pos, const int32_t *seq, uint32_t n_tokens, uint32_t n_kv,
+                     uint16_t *mask, int64_t mask_row, int ith, int nth);
 
 /* SET_ROWS into an F16 cache: cache[idxs[t]*cache_row + i] = f16(x[t*x_row + i]) for i < n, round to
  * nearest even (ggml_cpu_fp32_to_fp16). K goes in after RoPE, V as is. Token rows are split over threads. */

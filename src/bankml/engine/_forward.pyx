@@ -21,7 +21,8 @@ from libc.string cimport memcpy
 
 from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACHE_FULL, BK_FWD_NO_MEMORY, BK_FWD_OK,
                                      bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_decode_embd,
-                                     bk_fwd_decode_seqs, bk_fwd_seq,
+                                     bk_fwd_decode_seqs, bk_fwd_seq, bk_fwd_decode_unified,
+                                     bk_kv_cache_make_unified,
                                      bk_fwd_pack, bk_fwd_state,
                                      bk_fwd_state_alloc, bk_fwd_state_free, bk_fwd_unpack, bk_kv_cache,
                                      bk_kv_cache_alloc, bk_kv_cache_alloc_swa, bk_kv_cache_free, bk_layer, bk_model_config,
@@ -31,7 +32,7 @@ from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK
                                 bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
 from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean
-from bankml.kernels.kv cimport bk_kv_seq_add
+from bankml.kernels.kv cimport bk_kv_seq_add, bk_kvu_seq_pos_max, bk_kvu_seq_pos_min, bk_kvu_seq_rm
 from bankml.kernels.rope cimport bk_rope_shift_f16, bk_rope_shift_q8_0, bk_rope_theta_scale
 from bankml.kernels.attention cimport bk_attn_rot_k_size
 from bankml.kernels.forward cimport bk_kv_cache_k
@@ -244,6 +245,31 @@ cdef class _Forward:
         finally:
             free(seqs)
         return rc, out[:n_out], who[:n_out]
+
+    def decode_unified(self, _KVCache cache, tokens, positions, seqs, outputs):
+        """One llama_decode over a unified cache (bk_fwd_decode_unified): token i of sequence seqs[i] at
+        positions[i], an output where outputs[i]. Validated by the caller. Returns (status, float32[n_out][n_vocab]
+        the output rows in batch order)."""
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] t = np.ascontiguousarray(tokens, dtype=np.int32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] p = np.ascontiguousarray(positions, dtype=np.int32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] q = np.ascontiguousarray(seqs, dtype=np.int32)
+        cdef cnp.ndarray[cnp.int8_t, ndim=1, mode="c"] o = np.ascontiguousarray(outputs, dtype=np.int8)
+        cdef int n = t.shape[0], rc
+        cdef int32_t n_out = 0
+        if n == 0 or p.shape[0] != n or q.shape[0] != n or o.shape[0] != n:
+            raise ValueError("one position, sequence and output flag per token")
+        if not cache.kv.cells.seq:
+            raise ValueError("not a unified cache")
+        if cache.kv.size > self.st.kv_max:
+            raise ValueError(f"a cache of {cache.kv.size} cells is larger than this state's {self.st.kv_max}")
+        cdef int n_rows = int(np.count_nonzero(o))
+        cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((max(n_rows, 1), self.cfg.n_vocab),
+                                                                         dtype=np.float32)
+        self.st.multi_stream = 0
+        with nogil:
+            rc = bk_fwd_decode_unified(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], &p[0], &q[0],
+                                       &o[0], n, &out[0, 0], &n_out)
+        return rc, out[:n_out]
 
     def _call_tokens(self, _KVCache cache, tokens):
         """decode_embd's checks: a non-empty int32 array and a cache this state can run."""
@@ -461,6 +487,45 @@ cdef class _KVCache:
             raise ValueError(f"no {n} free cells in the sliding-window cache")
         bk_kv_apply_ubatch(&s.cells, &idx[0], &pos[0], <uint32_t>n)
         _state_rows(s, idx, data, False)
+
+    def make_unified(self):
+        """Turn this empty cache into a unified one: each cell holds one of several sequences (kv.h bk_kvu_*)."""
+        rc = bk_kv_cache_make_unified(&self.kv)
+        if rc == BK_FWD_NO_MEMORY:
+            raise MemoryError("the cells' sequence ids")
+        if rc != BK_FWD_OK:
+            raise ValueError("only an empty cache without a sliding window can be made unified")
+
+    @property
+    def unified(self):
+        return self.kv.cells.seq != NULL
+
+    @property
+    def head(self):
+        """Where the next search for free cells starts (llama_kv_cache's v_heads[0])."""
+        return self.kv.cells.head
+
+    def cell_seqs(self):
+        """int32[size]: a unified cache's sequence of each cell, -1 when empty."""
+        if self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache")
+        return np.array(<int32_t[:self.kv.size]>self.kv.cells.seq, dtype=np.int32)
+
+    def useq_rm(self, int seq, int p0=-1, int p1=-1):
+        """llama_memory_seq_rm(seq, p0, p1) on a unified cache (seq -1: every sequence)."""
+        if self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache")
+        bk_kvu_seq_rm(&self.kv.cells, seq, p0, p1)
+
+    def useq_pos_max(self, int seq):
+        if self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache")
+        return bk_kvu_seq_pos_max(&self.kv.cells, seq)
+
+    def useq_pos_min(self, int seq):
+        if self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache")
+        return bk_kvu_seq_pos_min(&self.kv.cells, seq)
 
     def seq_rm(self, int p0, int p1=-1):
         bk_kv_seq_rm(&self.kv.cells, p0, p1)

@@ -14,6 +14,9 @@ outputs), src/llama-kv-cache.cpp (cells).
     rows = model.embed(tokens, pos)     # decode with embeddings on: float32[n][n_embd] t_embd
     vec = Model.pool(rows, "mean"); Model.normalize(vec, 2)   # build_pooling, common_embd_normalize
     model.context_shift(n_keep, n_discard)   # llama-server's context shift (seq_rm + seq_add + K re-rotation)
+    rows = model.decode_batch([(seq_id, cache, tokens, pos), ...])   # several sequences, one cache each
+    ucache = model.new_unified_cache()        # one stream shared by several sequences (-kvu, -np auto)
+    rows = model.decode_unified(ucache, [(seq_id, tokens, pos), ...]); ucache.seq_rm(seq_id)
 """
 
 from __future__ import annotations
@@ -257,6 +260,55 @@ class KVCache:
             self.swa_restore(swa)   # llama_kv_cache_iswa::state_read: the base cache, then the SWA one
 
 
+class UnifiedCache:
+    """llama-server's unified KV cache (`-kvu`, and `-np auto`): one stream of n_ctx cells (a multiple of 256) that
+    every sequence shares, each cell holding one sequence's position (llama_kv_cache with kv_unified, one
+    stream). A sequence's tokens take the first empty cells from the search head, so sequences interleave and
+    fill the holes seq_rm leaves (docs/engine.md "A unified cache"). Decode with Model.decode_unified. The llama
+    graph only; no context shift, no seq_cp (one sequence per cell), no save/restore."""
+
+    def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
+        if cache_type not in CACHE_TYPES:
+            raise ValueError(f"cache type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}")
+        self.n_ctx = n_ctx
+        self.cache_type = cache_type
+        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type)
+        self._c.make_unified()
+
+    def n_past(self, seq_id: int) -> int:
+        """The sequence's largest position + 1 (0 when it holds none): its next position."""
+        return self._c.useq_pos_max(int(seq_id)) + 1
+
+    def seq_pos_min(self, seq_id: int) -> int:
+        return self._c.useq_pos_min(int(seq_id))
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        return self._c.useq_pos_max(int(seq_id))
+
+    def seq_rm(self, seq_id: int, p0: int = -1, p1: int = -1) -> None:
+        """llama_memory_seq_rm(mem, seq_id, p0, p1): the sequence's cells holding p0 <= pos < p1 (p0 < 0: from 0,
+        p1 < 0: no end) become empty (holes; their K/V bytes stay, as llama.cpp's do); the search head moves back
+        to the first freed cell when it is below it. seq_id -1: every sequence. llama-server calls it with
+        (slot, -1, -1) when a slot's conversation is dropped and (slot, n_keep, -1) to keep a cached prefix."""
+        self._c.useq_rm(int(seq_id), int(p0), int(p1))
+
+    def clear(self) -> None:
+        """llama_memory_clear: every cell empty, head 0."""
+        self._c.clear()
+
+    @property
+    def used(self) -> int:
+        return self._c.used
+
+    @property
+    def head(self) -> int:
+        return self._c.head
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, seq ids) of every cell, -1 where empty (cell order)."""
+        return self._c.positions(), self._c.cell_seqs()
+
+
 class Model:
     """A verified GGUF model and its forward pass. Open with `Model.open`."""
 
@@ -408,6 +460,72 @@ class Model:
         result: list[np.ndarray | None] = [None] * len(items)
         for row, i in zip(rows, who):
             result[int(i)] = row.copy()
+        return result
+
+    def new_unified_cache(self, n_ctx: int | None = None, cache_type: str | None = None) -> UnifiedCache:
+        """A unified KV cache (llama-server -kvu / -np auto) of n_ctx cells (<= the model's n_ctx) over these
+        weights. The llama graph only (NotImplementedError otherwise, as decode_batch)."""
+        if self._fwd.arch != "llama":
+            raise NotImplementedError(f"a unified KV cache for a {self._fwd.arch} model is not reproduced by bankml "
+                                      "yet (only the llama graph)")
+        n = self.n_ctx if n_ctx is None else pad_ctx(n_ctx)
+        if n <= 0 or n > self.n_ctx:
+            raise ValueError(f"a cache of {n} cells: 1 .. {self.n_ctx} (the model's n_ctx)")
+        return UnifiedCache(self, n, cache_type or self.cache.cache_type)
+
+    def decode_unified(self, cache: UnifiedCache, items, outputs=None) -> list[np.ndarray | None]:
+        """One llama_decode over a unified cache, as llama-server's update_slots gathers a step with -kvu or
+        -np auto: items, in the batch's order, are (seq_id, tokens, pos) (seq_id: the slot id; pos: the
+        sequence's next position, cache.n_past(seq_id)). The batch is cut as libllama cuts it for one stream
+        (split_simple: n_ubatch tokens at a time in batch order, sequences mixed), each ubatch's tokens take the
+        cells llama_kv_cache::find_slot gives them, and each row attends to its own sequence's cells (docs/engine.md
+        "A unified cache"), so every row has the bits libllama gives it in that batch. outputs: per item whether its
+        last token's logits are wanted (default all). Returns per item a float32[n_vocab] copy, or None. Refuses
+        before touching the cache: PositionMismatch, ContextFull (no free cells for the batch), InvalidToken,
+        ValueError (no items, a repeated seq_id, seq_id outside 0 .. 255, an empty item)."""
+        if not isinstance(cache, UnifiedCache):
+            raise ValueError("decode_unified needs a UnifiedCache (Model.new_unified_cache)")
+        items = list(items)
+        outputs = [True] * len(items) if outputs is None else [bool(o) for o in outputs]
+        if not items or len(outputs) != len(items):
+            raise ValueError("decode_unified needs one or more (seq_id, tokens, pos) items and one output flag "
+                             "per item")
+        toks, poss, seqs, outs, seen = [], [], [], [], set()
+        for (seq_id, tokens, pos), out in zip(items, outputs):
+            seq_id, pos = int(seq_id), int(pos)
+            if not 0 <= seq_id < 256:
+                raise ValueError(f"seq_id {seq_id}: 0 .. 255 (LLAMA_MAX_SEQ)")
+            if seq_id in seen:
+                raise ValueError(f"seq_id {seq_id} twice in one decode: one item per sequence")
+            seen.add(seq_id)
+            arr = np.asarray(tokens)
+            if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+                raise ValueError("each item needs a non-empty 1-D sequence of integer token ids")
+            bad = (arr < 0) | (arr >= self.n_vocab)
+            if bad.any():
+                raise InvalidToken(int(arr[np.argmax(bad)]), self.n_vocab)
+            if pos != cache.n_past(seq_id):
+                raise PositionMismatch(pos, cache.n_past(seq_id))
+            k = int(arr.size)
+            toks.append(arr.astype(np.int32))
+            poss.append(np.arange(pos, pos + k, dtype=np.int32))
+            seqs.append(np.full(k, seq_id, dtype=np.int32))
+            flags = np.zeros(k, dtype=np.int8)
+            flags[-1] = 1 if out else 0
+            outs.append(flags)
+        n = sum(t.size for t in toks)
+        rc, rows = self._fwd.decode_unified(cache._c, np.concatenate(toks), np.concatenate(poss),
+                                            np.concatenate(seqs), np.concatenate(outs))
+        self.check_file()
+        if rc == 2:
+            raise ContextFull(cache.used, n, cache.n_ctx)
+        if rc != 0:
+            raise RuntimeError(f"the forward pass failed with status {rc}")
+        result: list[np.ndarray | None] = [None] * len(items)
+        it = iter(rows)
+        for i, out in enumerate(outputs):
+            if out:
+                result[i] = next(it).copy()
         return result
 
     def embed(self, tokens, pos: int, cache: KVCache | None = None) -> np.ndarray:

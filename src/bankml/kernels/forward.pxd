@@ -1,5 +1,5 @@
 # src/kernels/forward.h: the forward pass (model config, weights, KV cache, run state, decode).
-from libc.stdint cimport int32_t, uint8_t, uint32_t
+from libc.stdint cimport int8_t, int32_t, uint8_t, uint32_t
 
 from bankml.kernels.kv cimport bk_kv_cells
 from bankml.kernels.matmul cimport bk_matrix
@@ -47,6 +47,7 @@ cdef extern from "forward.h" nogil:
                           uint32_t n_swa, int32_t swa_type)
     void bk_kv_cache_free(bk_kv_cache *kv)
     int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch)
+    int bk_kv_cache_make_unified(bk_kv_cache *kv)
     uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer)
     uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer)
     int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_model_weights *w,
@@ -68,3 +69,7 @@ cdef extern from "forward.h" nogil:
     int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
                            const bk_fwd_seq *seqs, int32_t n_seqs, float *logits, int32_t *out_seq,
                            int32_t *n_out)
+    # several sequences in one stream (a unified KV cache)
+    int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
+                              bk_fwd_state *st, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                              const int8_t *output, int32_t n, float *logits, int32_t *n_out)

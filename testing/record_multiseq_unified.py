@@ -1,0 +1,134 @@
+"""Record the logits libllama b11192 computes for batches of several sequences in one unified KV cache
+(llama-server `-np auto` or `-kvu`: kv_unified, one stream of n_ctx cells that every sequence shares), into
+tests/oracle/forward/multiseq_unified.json (schedules and hashes; replayed by tests/test_multiseq.py).
+
+    OMP_WAIT_POLICY=passive PYTHONPATH=. nice python testing/record_multiseq_unified.py
+
+The context is made as llama-server makes it for `-np auto -c 4096 -t 2` (testing/libllama_multiseq_shim.c:
+n_ctx 4096, n_seq_max 4, kv_unified true, n_batch 2048, n_ubatch 512, flash attention auto). Each schedule is a
+run of steps, each one llama_decode holding, in llama-server's batch order, one decode row per generating
+sequence (slot order) then the prompt chunks of prompting sequences (slot order) within MAX_STEP_TOKENS. Before
+a step, sequences may end (llama_memory_seq_rm(seq, -1, -1): their cells become holes that later tokens fill)
+or keep only a prefix (seq_rm(seq, n_keep, -1), llama-server reusing a cached prompt) and go on from it with a
+new prompt. Outputs are the decode rows and the last token of each finished prompt; each output row is kept as
+the first 24 hex digits of the sha256 of its float32 bytes, with its argmax.
+
+SCHEDULES seeded schedules of 2 .. 4 sequences on the Q4_1 file with the F16 cache, KVQ8_SCHEDULES with
+`--cache-type-k/v q8_0`, F16_SCHEDULES on the F16 file (its kernels follow a MUL_MAT node's column count: the
+gathered output rows), and the hand-made ones of `made()` on each cache type: a lone decode row whose split-KV
+chunk holds only other sequences' cells (or none of any), a 513-token batch whose last ubatch is one prompt row,
+prompts that fill holes and interleave.
+
+Token ids are not stored: tests/engine_replay.py's `lcg_tokens(seed, n_vocab)` draws them in item order, for the
+recorder and the test alike; each schedule keeps the sha256 of its ids.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from testing.record_multiseq import MODEL, MODEL_F16, batch_step, record  # noqa: E402
+
+OUT = REPO / "tests" / "oracle" / "forward" / "multiseq_unified.json"
+N_CTX = 4096                    # -c 4096: the unified cache's cells
+N_SEQ_MAX = 4                   # -np auto: 4 slots
+SCHEDULES = 14                  # seeded, Q4_1 weights, F16 cache
+KVQ8_SCHEDULES = 5              # seeded, Q4_1 weights, Q8_0 cache
+F16_SCHEDULES = 2               # seeded, F16 weights, F16 cache
+MAX_STEP_TOKENS = 1024          # a step's batch (llama-server's n_batch is 2048; kept lower for time)
+LENGTHS = [1, 2, 5, 31, 63, 64, 65, 100, 130, 200, 250, 254, 300, 450, 509, 510, 600, 800]
+
+
+def schedule(idx: int) -> dict:
+    """A seeded schedule: steps of [seq, n_tokens, pos0, output] items in llama-server's batch order, with the
+    [seq, p0, p1] seq_rm calls made before the step."""
+    rng = np.random.default_rng(11000 + idx)
+    n = 2 + idx % 3
+    pos = [0] * n
+    left = [0] * n              # prompt tokens still to process
+    gen = [False] * n
+    steps = []
+    removed = []
+    for _ in range(int(rng.integers(7, 12))):
+        held = sum(pos)
+        for s in range(n):
+            if gen[s] and rng.random() < 0.15:          # the slot's conversation ends: its cells become holes
+                gen[s] = False
+                removed.append([s, -1, -1])
+                held -= pos[s]
+                pos[s] = 0
+            elif gen[s] and pos[s] > 8 and rng.random() < 0.06:   # a new request sharing a cached prefix
+                keep = int(rng.integers(1, pos[s]))
+                removed.append([s, keep, -1])
+                held -= pos[s] - keep
+                pos[s] = keep
+                gen[s] = False
+                left[s] = min(int(rng.choice(LENGTHS)), N_CTX - held - 64)
+                held += max(left[s], 0)
+        for s in range(n):
+            if not gen[s] and left[s] == 0 and not any(r[0] == s for r in removed) and rng.random() < 0.6:
+                k = min(int(rng.choice(LENGTHS)), N_CTX - held - 64)
+                if k > 0:
+                    left[s] = k
+                    held += k
+        items = batch_step(gen, pos, left, MAX_STEP_TOKENS)
+        if not items:
+            continue
+        steps.append({"removed": removed, "items": items})
+        removed = []
+    return {"seed": 11000 + idx, "n_seq": n, "steps": steps}
+
+
+def made(seed: int) -> list[dict]:
+    """Hand-made schedules (see the module's doc)."""
+    # split-KV over a hole: seq 1 takes cells 0..599, seq 0 cells 600..699; seq 1 ends; seq 0 decodes alone at
+    # n_kv 768 (split chunk 0..383 has none of its cells, 384..767 some); then seq 2 fills the hole beside it
+    hole = [{"removed": [], "items": [[1, 600, 0, True]]},
+            {"removed": [], "items": [[1, 1, 600, True], [0, 100, 0, True]]},
+            {"removed": [[1, -1, -1]], "items": [[0, 1, 100, True]]},
+            {"removed": [], "items": [[0, 1, 101, True]]},
+            {"removed": [], "items": [[0, 1, 102, True], [2, 300, 0, True]]},
+            {"removed": [], "items": [[0, 1, 103, True], [2, 1, 300, True]]},
+            {"removed": [[0, -1, -1]], "items": [[2, 1, 301, True]]}]
+    # split_simple's last ubatch of one prompt row (510 + 3 decode rows = 513 tokens: 512, then 1 at n_kv >= 512),
+    # and ubatches cut inside a prompt beside decode rows
+    cut = [{"removed": [], "items": [[0, 64, 0, True], [1, 130, 0, True], [2, 5, 0, True]]},
+           {"removed": [], "items": [[0, 1, 64, True], [1, 1, 130, True], [2, 1, 5, True], [3, 510, 0, True]]},
+           {"removed": [], "items": [[0, 1, 65, True], [1, 1, 131, True], [2, 1, 6, True], [3, 1, 510, True]]},
+           {"removed": [[1, -1, -1]], "items": [[0, 1, 66, True], [2, 1, 7, True], [3, 1, 511, True],
+                                                 [1, 1000, 0, True]]},
+           {"removed": [], "items": [[0, 1, 67, True], [1, 1, 1000, True], [2, 1, 8, True], [3, 1, 512, True]]},
+           {"removed": [[3, 200, -1]], "items": [[0, 1, 68, True], [1, 1, 1001, True], [2, 1, 9, True],
+                                                  [3, 70, 200, True]]},
+           {"removed": [], "items": [[3, 1, 270, True]]}]
+    return [{"seed": seed, "n_seq": 3, "steps": hole}, {"seed": seed + 1, "n_seq": 4, "steps": cut}]
+
+
+def cases() -> list[dict]:
+    """Every schedule, with its weights and cache type."""
+    out = []
+    for idx in range(SCHEDULES):
+        out.append(schedule(idx) | {"model": MODEL, "cache_type": "f16"})
+    out += [c | {"model": MODEL, "cache_type": "f16"} for c in made(12000)]
+    for idx in range(SCHEDULES, SCHEDULES + KVQ8_SCHEDULES):
+        out.append(schedule(idx) | {"model": MODEL, "cache_type": "q8_0"})
+    out += [c | {"model": MODEL, "cache_type": "q8_0"} for c in made(12010)]
+    for idx in range(SCHEDULES + KVQ8_SCHEDULES, SCHEDULES + KVQ8_SCHEDULES + F16_SCHEDULES):
+        out.append(schedule(idx) | {"model": MODEL_F16, "cache_type": "f16"})
+    out += [c | {"model": MODEL_F16, "cache_type": "f16"} for c in made(12020)]
+    return out
+
+
+def main() -> None:
+    record(cases(), OUT, (N_CTX, N_SEQ_MAX, 1), {"unified": True, "n_ctx": N_CTX, "n_seq_max": N_SEQ_MAX})
+
+
+if __name__ == "__main__":
+    main()
