@@ -6,6 +6,7 @@ tests/test_tool_calls.py). Developer tool: needs the oracle build.
     PYTHONPATH=. python testing/record_tool_calls.py --targets     # tests/oracle/server/tool_call_targets.json
     PYTHONPATH=. python testing/record_tool_calls.py --calls       # tests/oracle/server/tool_call_answers.json
     PYTHONPATH=. python testing/record_tool_calls.py --formats     # tests/oracle/server/tool_call_formats.json
+    PYTHONPATH=. python testing/record_tool_calls.py --tag-json    # tests/oracle/server/tool_call_tag_json.json
 
 One session per template: SmolLM2-135M-Instruct Q4_1's own (written `$MODEL`), and the sdist's
 models/templates/*.jinja given with --chat-template-file (`$TEMPLATE:NAME`), every server run as
@@ -172,7 +173,7 @@ FEWSHOT = [user("Weather in Paris?"),
 TARGETS = ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja",
            "meta-llama-Llama-3.1-8B-Instruct.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja",
            "meetkai-functionary-medium-v3.2.jinja", "openai-gpt-oss-120b.jinja", "Qwen3-Coder.jinja",
-           "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"]
+           "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "unsloth-mistral-Devstral-Small-2507.jinja"]
 
 
 def _call(i: int, city: str) -> dict:
@@ -308,6 +309,37 @@ def format_sessions() -> list[dict]:
     return out
 
 
+# The autoparser's TAG_WITH_JSON format on the sdist templates that do not think and have no specialized handler
+# (bankml.grammar.chat_tools): `<function=NAME>{args}</function>` (Functionary v3.1), `[TOOL_CALLS]NAME[ARGS]
+# [CALL_ID]ID[ARGS]{args}` (Mistral Small 3.2: the name's suffix, then a call id before the arguments),
+# `<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>NAME<|tool_call:args|>{args}<|tool_call:end|>
+# <|calls|>` (Solar Open: the probe's id is taken into the name's prefix). Devstral Small 2507 analyses the same
+# as Mistral Small 3.2 without the id, but chat.cpp gives it the Ministral 3 handler: its target is kept.
+TAG_JSON = ["meetkai-functionary-medium-v3.1.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+            "upstage-Solar-Open-100B.jinja"]
+
+
+def tag_json_steps() -> list[dict]:
+    """Twelve requests a template: format_steps, then tool_choice unset (auto) and parallel_tool_calls false
+    under "required"."""
+    return format_steps() + [
+        chat(CALLS_ONLY, TOOLS, 40),
+        chat(FEWSHOT_TWO, TWO, 48, tool_choice="required", parallel_tool_calls=False),
+    ]
+
+
+def tag_json_sessions() -> list[dict]:
+    out = []
+    for t in TAG_JSON:
+        steps = tag_json_steps()
+        if "Mistral-Small" in t:
+            steps = [_nine_char_ids(s) for s in steps]
+        out.append({"name": _name(t).replace("tools_", "tagjson_", 1),
+                    "flags": flags("--chat-template-file", "$TEMPLATE:" + t),
+                    "note": f"{t} (TAG_WITH_JSON tool calls): tool_choice auto / required", "steps": steps})
+    return out
+
+
 def record_targets(model: str, ports: Ports, only=()) -> None:
     """What bankml does not reproduce yet, kept as the target of the next step: for each template that supports
     tool calls, llama-server's answer (verbose: the grammar, its laziness and triggers, the preserved tokens)
@@ -316,13 +348,13 @@ def record_targets(model: str, ports: Ports, only=()) -> None:
     out = []
     path = OUT / "tool_call_targets.json"
     old = {s["template"]: s for s in json.loads(path.read_text())} if path.exists() else {}
-    for t in TARGETS + [f for f in FORMATS if f not in TARGETS]:
+    for t in TARGETS + [f for f in FORMATS + TAG_JSON if f not in TARGETS]:
         if only and t not in only:
             if t in old:
                 out.append(old[t])
             continue
         steps = [chat(FEWSHOT, TOOLS, 30, tool_choice=c, verbose=True) for c in ("auto", "required")]
-        if "Mistral-Nemo" in t:
+        if "Mistral-Nemo" in t or "Mistral-Small" in t:
             steps = [_nine_char_ids(s) for s in steps]
         sess = {"name": _name(t), "flags": flags("--chat-template-file", "$TEMPLATE:" + t), "steps": steps}
         played = play(sess, model, ports.next())
@@ -364,17 +396,19 @@ def main() -> None:
     ap.add_argument("--calls", action="store_true", help="the parsed tool-call sessions, into tool_call_answers.json")
     ap.add_argument("--formats", action="store_true",
                     help="the other JSON-native formats' sessions, into tool_call_formats.json")
+    ap.add_argument("--tag-json", action="store_true",
+                    help="the TAG_WITH_JSON sessions, into tool_call_tag_json.json")
     args = ap.parse_args()
     model = str(model_path("smollm2"))
     ports = Ports(args.port_base)
     if args.targets:
         record_targets(model, ports, args.only)
         return
-    path = OUT / ("tool_call_formats.json" if args.formats else "tool_call_answers.json" if args.calls
+    path = OUT / ("tool_call_tag_json.json" if args.tag_json else "tool_call_formats.json" if args.formats else "tool_call_answers.json" if args.calls
                   else "tool_calls.json")
     old = {s["name"]: s for s in json.loads(path.read_text())} if path.exists() else {}
     out = []
-    for sess in (format_sessions() if args.formats else call_sessions() if args.calls else sessions()):
+    for sess in (tag_json_sessions() if args.tag_json else format_sessions() if args.formats else call_sessions() if args.calls else sessions()):
         if args.only and sess["name"] not in args.only:
             if sess["name"] in old:
                 out.append(old[sess["name"]])

@@ -50,11 +50,12 @@ def served_without_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[
 def served_with_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> bool:
     """True when llama-server builds a tool-call grammar and parser bankml reproduces: the generic path, a
     template that does not think, and one of the autoparser's JSON-native formats bankml.grammar.chat_tools
-    builds (ToolFormat.served_json), tool_choice auto or required."""
+    builds (ToolFormat.served_json) or its TAG_WITH_JSON format (ToolFormat.served_tag_json), tool_choice auto
+    or required."""
     fmt = chat.tool_format
     return (bool(inputs.tools) and inputs.tool_choice in ("auto", "required") and chat.handler == "generic"
             and not chat.supports_thinking and caps.get("supports_tool_calls", False)
-            and fmt is not None and fmt.served_json)
+            and fmt is not None and (fmt.served_json or fmt.served_tag_json))
 
 
 def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_tools: bool = True) -> str | None:
@@ -70,7 +71,9 @@ def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_t
     elif chat.supports_thinking:
         where = "a template that thinks (the autoparser's reasoning parser)"
     else:
-        where = "the chat format the autoparser derives from this template (peg-native)"
+        fmt = chat.tool_format
+        mode = fmt.mode.upper() if fmt is not None else "NONE"
+        where = f"the chat format the autoparser derives from this template (peg-native, {mode} tool calls)"
     return (f"tool calls (tool_choice {inputs.tool_choice}) in {where} are not reproduced by bankml yet")
 
 
