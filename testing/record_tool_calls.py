@@ -315,23 +315,56 @@ def format_sessions() -> list[dict]:
 # `<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>NAME<|tool_call:args|>{args}<|tool_call:end|>
 # <|calls|>` (Solar Open: the probe's id is taken into the name's prefix). Devstral Small 2507 analyses the same
 # as Mistral Small 3.2 without the id, but chat.cpp gives it the Ministral 3 handler: its target is kept.
-TAG_JSON = ["meetkai-functionary-medium-v3.1.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
-            "upstage-Solar-Open-100B.jinja"]
+TAG_JSON = ["upstage-Solar-Open-100B.jinja", "meetkai-functionary-medium-v3.1.jinja",
+            "Mistral-Small-3.2-24B-Instruct-2506.jinja"]
 
 
-def tag_json_steps() -> list[dict]:
-    """Twelve requests a template: format_steps, then tool_choice unset (auto) and parallel_tool_calls false
-    under "required"."""
-    return format_steps() + [
-        chat(CALLS_ONLY, TOOLS, 40),
-        chat(FEWSHOT_TWO, TWO, 48, tool_choice="required", parallel_tool_calls=False),
+# one call and two calls written in each template's format (the form its grammar accepts): SmolLM2 copies them
+# when the history shows the copy once ("Copy this line: ..." / the line / the same request again)
+TAG_JSON_LINES = {
+    "meetkai-functionary-medium-v3.1.jinja": (
+        '<function=get_weather>{"city": "Berlin"}</function>',
+        '<function=get_weather>{"city": "Berlin"}</function><function=python>{"code": "print(1)"}</function>'),
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": (
+        '[TOOL_CALLS]get_weather[ARGS][CALL_ID]abc123def[ARGS]{"city": "Berlin"}',
+        '[TOOL_CALLS]get_weather[ARGS][CALL_ID]abc123def[ARGS]{"city": "Berlin"}'
+        '[TOOL_CALLS]python[ARGS][ARGS]{"code": "print(1)"}'),
+    "upstage-Solar-Open-100B.jinja": (
+        '<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>get_weather<|tool_call:args|>'
+        '{"city": "Berlin"}<|tool_call:end|><|calls|>',
+        '<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>get_weather<|tool_call:args|>'
+        '{"city": "Berlin"}<|tool_call:end|><|tool_call:begin|>call00001<|tool_call:name|>python'
+        '<|tool_call:args|>{"code": "print(1)"}<|tool_call:end|><|calls|>')}
+
+
+def _copy(line: str) -> list[dict]:
+    return [user("Copy this line: " + line), {"role": "assistant", "content": line}, user("Copy this line: " + line)]
+
+
+def tag_json_steps(template: str) -> list[dict]:
+    """Eleven requests a template: the copy histories SmolLM2 answers with one call and with two (tool_choice
+    auto / required / unset, streamed and not, a call cut by the token limit, parallel calls with logprobs and
+    parallel_tool_calls false), a history of calls only, a content answer, seeded sampling."""
+    one, two = (_copy(x) for x in TAG_JSON_LINES[template])
+    return [
+        chat(one, TOOLS, 48, tool_choice="auto"),
+        chat(one, TOOLS, 48, tool_choice="required"),
+        chat(one, TOOLS, 48, tool_choice="auto", stream=True, stream_options={"include_usage": True}),
+        chat(one, TOOLS, 48, tool_choice="required", stream=True),
+        chat(one, TOOLS, 10, tool_choice="auto"),
+        chat(two, TWO, 72, tool_choice="auto", parallel_tool_calls=True, logprobs=True, top_logprobs=2),
+        chat(two, TWO, 72, tool_choice="required", parallel_tool_calls=False, stream=True),
+        chat(one, TOOLS, 48),
+        chat(CALLS_ONLY, TOOLS, 24, tool_choice="auto"),
+        chat(ASK, TOOLS, 16, tool_choice="auto"),
+        chat(one, TOOLS, 48, tool_choice="required", temperature=0.9, seed=11, stream=True),
     ]
 
 
 def tag_json_sessions() -> list[dict]:
     out = []
     for t in TAG_JSON:
-        steps = tag_json_steps()
+        steps = tag_json_steps(t)
         if "Mistral-Small" in t:
             steps = [_nine_char_ids(s) for s in steps]
         out.append({"name": _name(t).replace("tools_", "tagjson_", 1),

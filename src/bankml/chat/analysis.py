@@ -4,7 +4,8 @@ Owns the reasoning and message-start part of llama.cpp's autoparser (common/chat
 two renders split into common prefix / suffix and the differing middles (calculate_diff_split, by <...> / [...]
 markers, then by bytes), the reasoning markers and mode it finds from renders with and without a
 reasoning_content, with enable_thinking on and off, and with tool calls, the markers that open a user and an
-assistant message, and the autoparser's per-family corrections of those findings.
+assistant message, the tool-call format (analyze_tools: JSON-native fields, or the tag-based markers), and the
+autoparser's per-family corrections of those findings.
 Must not know: the per-family handlers chat.cpp picks before the autoparser (bankml.chat.handlers), requests,
 tokens. It only renders templates it is given.
 
@@ -374,7 +375,9 @@ def _probe_call(name: str, call_id: str) -> dict:
 @dataclass
 class ToolFormat:
     """What the autoparser's tool analysis finds (the fields bankml reads). `mode` is "none", "json_native",
-    "tag_with_json" or "tag_with_tagged"; only json_native is analysed further."""
+    "tag_with_json" or "tag_with_tagged"; json_native's JSON fields, and for the tag-based modes the markers,
+    the name's prefix / suffix, the closer and the call id (a tagged format's argument markers are not
+    analysed: bankml refuses it)."""
     mode: str = "none"
     section_start: str = ""
     section_end: str = ""
@@ -428,7 +431,8 @@ def analyze_tools(tmpl: ParsedTemplate, r: Reasoning, supports_parallel: bool) -
     """analyze_tool_calls for a template that supports tool calls: the render of an assistant message with one
     call against one with content only; the differing part is the tool section. JSON_NATIVE when the function
     name shows as a JSON string after "{" or ":"; then its fields, markers and (with parallel calls) whether
-    the markers repeat per call. Other modes are named, not analysed."""
+    the markers repeat per call. Otherwise TAG_WITH_JSON (an argument's name shows as a JSON string) or
+    TAG_WITH_TAGGED, and the tag-based markers (_tag_format)."""
     f = ToolFormat()
     plain = {"role": "assistant", "content": _ASSISTANT_MSG}
     one = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call00001")]}

@@ -27,7 +27,29 @@ standard_json_tools) is, in words:
            separated (an id member optional; its value a string or a number), "}"; or, with the name as the
            key, "{" "<name>" ":" arguments "}"
 
-The name's string is kept whole or not at all while streaming (PEG `atomic`); the arguments are the tool's
+The autoparser's TAG_WITH_JSON format (tag_json_arena; build_tool_parser_tag_json): a call is its name between
+text the analysis found, the arguments one JSON object, e.g.
+
+    <function=get_weather>{"city": "Berlin"}</function>                                  Functionary v3.1
+    [TOOL_CALLS]get_weather[ARGS][CALL_ID]abc123def[ARGS]{"city": "Berlin"}               Mistral Small 3.2
+    <|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>get_weather<|tool_call:args|>{...}
+        <|tool_call:end|><|calls|>                                                          Solar Open
+
+    <generation prompt> space [ content: anything up to the first marker ]  TOOLS  end
+    per-call markers: TOOLS = rule "tool-call" (trigger) = start CALL end [ space start CALL end ]* (the list with
+          parallel calls), inside rule "tool-calls" (trigger) = section-start space tool-call space section-end
+          (or the end of the text) where there is a section; otherwise TOOLS = "tool-call" = section-start CALL
+          [ ", " CALL ]* section-end; optional unless tool_choice is "required"
+    CALL = one rule "tool-<name>" per tool: name-prefix NAME name-suffix [ call-id-prefix ID ]? call-id-suffix
+           space ARGUMENTS, then space closer, or a look at the per-call end, or space
+
+(The analysis's findings are taken as they are: on Mistral Small 3.2 the name's suffix is `[ARGS]` and the id
+section follows it; on Solar Open the probe's id `call00001` is part of the name's prefix. llama-server's grammar
+is the same.)
+
+The name's string is kept whole or not at all while streaming (PEG `atomic`) in the JSON-native formats; in
+TAG_WITH_JSON only where no name suffix or id marks it off (elsewhere a partial name grows, each growth sent
+whole in the stream, as compute_diffs allows); the arguments are the tool's
 parameters schema over a JSON value. Under tool_choice "auto" the grammar is lazy: its root is the choice of
 the trigger rules, started by a word trigger on the first marker (and on `{"type": "function",` where the
 template asks for the wrapper); a format without a marker (Llama 3.x) has no grammar under "auto" (the answer
@@ -36,6 +58,7 @@ first. Mapping the parse tree (common_chat_peg_mapper): the content tag's text i
 at its "{", is added once its name is complete (arguments "{" until the arguments' text starts), its
 arguments are the JSON text as generated (trailing whitespace cut) and its id the id member's text.
 
+Not built: TAG_WITH_TAGGED (arguments as tags), which bankml.chat.tools refuses.
 Not reproduced byte for byte: the number in the names of the `until-N` rules (llama.cpp numbers them by the
 parser's index in its arena); the language is the same, so sampling is. Not built: nested keys
 (`"function": {"name", "arguments"}`), which bankml.chat.tools refuses.
