@@ -47,9 +47,8 @@ text the analysis found, the arguments one JSON object, e.g.
 section follows it; on Solar Open the probe's id `call00001` is part of the name's prefix. llama-server's grammar
 is the same.)
 
-The name's string is kept whole or not at all while streaming (PEG `atomic`) in the JSON-native formats; in
-TAG_WITH_JSON only where no name suffix or id marks it off (elsewhere a partial name grows, each growth sent
-whole in the stream, as compute_diffs allows); the arguments are the tool's
+The name's string is kept whole or not at all while streaming (PEG `atomic`; in TAG_WITH_JSON the whole opener,
+prefix + name + suffix, as chat-peg-parser.h's tool_open / tool_name / tool_id / tool_close tags are atomic); the arguments are the tool's
 parameters schema over a JSON value. Under tool_choice "auto" the grammar is lazy: its root is the choice of
 the trigger rules, started by a word trigger on the first marker (and on `{"type": "function",` where the
 template asks for the wrapper); a format without a marker (Llama 3.x) has no grammar under "auto" (the answer
@@ -214,11 +213,15 @@ def _tag_json_call(a: Arena, t, fmt) -> Peg:
     have_id = False
     id_section = a.eps()
     if fmt.call_id_pos == "between_func_and_args" and fmt.call_id_prefix and fmt.call_id_suffix:
-        id_section = a.seq(a.rep(a.seq(a.literal(fmt.call_id_prefix), a.tag("tool-id", a.until(fmt.call_id_suffix))),
-                                 0, 1), a.literal(fmt.call_id_suffix))
+        id_section = a.seq(a.rep(a.seq(a.literal(fmt.call_id_prefix),
+                                       a.atomic(a.tag("tool-id", a.until(fmt.call_id_suffix)))), 0, 1),
+                           a.literal(fmt.call_id_suffix))
         have_id = True
-    opener = a.tag("tool-open", a.seq(a.literal(fmt.name_prefix), a.tag("tool-name", a.literal(t.name)),
-                                      a.literal(fmt.name_suffix)))
+    # tool_open / tool_name / tool_id / tool_close are atomic tags (chat-peg-parser.h): a call shows once its
+    # opener (prefix, name, suffix) is whole
+    opener = a.atomic(a.tag("tool-open", a.seq(a.literal(fmt.name_prefix),
+                                               a.atomic(a.tag("tool-name", a.literal(t.name))),
+                                               a.literal(fmt.name_suffix))))
     atomic_done = True
     if fmt.name_suffix:
         body = a.seq(opener, id_section, ws, _args(a, t))
@@ -228,11 +231,11 @@ def _tag_json_call(a: Arena, t, fmt) -> Peg:
         body = a.seq(opener, id_section, ws, _args(a, t))
         atomic_done = False
     if fmt.close:
-        body = a.seq(body, ws, a.tag("tool-close", a.literal(fmt.close)))
+        body = a.seq(body, ws, a.atomic(a.tag("tool-close", a.literal(fmt.close))))
     elif fmt.per_call_end:
-        body = a.seq(body, a.tag("tool-close", a.peek(a.literal(fmt.per_call_end))))
+        body = a.seq(body, a.atomic(a.tag("tool-close", a.peek(a.literal(fmt.per_call_end)))))
     else:
-        body = a.seq(body, a.tag("tool-close", ws))
+        body = a.seq(body, a.atomic(a.tag("tool-close", ws)))
     return body if atomic_done else a.atomic(body)
 
 
