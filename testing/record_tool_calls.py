@@ -454,6 +454,8 @@ def main() -> None:
         out.append({"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps})
         OUT.mkdir(parents=True, exist_ok=True)   # after each session: a long run can be stopped and kept
         path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+    if args.only:                                # the sessions kept from the old file after the last one played
+        path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
 
 if __name__ == "__main__":
