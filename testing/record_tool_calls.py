@@ -6,6 +6,7 @@ tests/test_tool_calls.py). Developer tool: needs the oracle build.
     PYTHONPATH=. python testing/record_tool_calls.py --targets     # tests/oracle/server/tool_call_targets.json
     PYTHONPATH=. python testing/record_tool_calls.py --calls       # tests/oracle/server/tool_call_answers.json
     PYTHONPATH=. python testing/record_tool_calls.py --formats     # tests/oracle/server/tool_call_formats.json
+    PYTHONPATH=. python testing/record_tool_calls.py --tag-json    # tests/oracle/server/tool_call_tag_json.json
 
 One session per template: SmolLM2-135M-Instruct Q4_1's own (written `$MODEL`), and the sdist's
 models/templates/*.jinja given with --chat-template-file (`$TEMPLATE:NAME`), every server run as
@@ -172,7 +173,7 @@ FEWSHOT = [user("Weather in Paris?"),
 TARGETS = ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja",
            "meta-llama-Llama-3.1-8B-Instruct.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja",
            "meetkai-functionary-medium-v3.2.jinja", "openai-gpt-oss-120b.jinja", "Qwen3-Coder.jinja",
-           "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"]
+           "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "unsloth-mistral-Devstral-Small-2507.jinja"]
 
 
 def _call(i: int, city: str) -> dict:
@@ -308,6 +309,70 @@ def format_sessions() -> list[dict]:
     return out
 
 
+# The autoparser's TAG_WITH_JSON format on the sdist templates that do not think and have no specialized handler
+# (bankml.grammar.chat_tools): `<function=NAME>{args}</function>` (Functionary v3.1), `[TOOL_CALLS]NAME[ARGS]
+# [CALL_ID]ID[ARGS]{args}` (Mistral Small 3.2: the name's suffix, then a call id before the arguments),
+# `<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>NAME<|tool_call:args|>{args}<|tool_call:end|>
+# <|calls|>` (Solar Open: the probe's id is taken into the name's prefix). Devstral Small 2507 analyses the same
+# as Mistral Small 3.2 without the id, but chat.cpp gives it the Ministral 3 handler: its target is kept.
+TAG_JSON = ["upstage-Solar-Open-100B.jinja", "meetkai-functionary-medium-v3.1.jinja",
+            "Mistral-Small-3.2-24B-Instruct-2506.jinja"]
+
+
+# one call and two calls written in each template's format (the form its grammar accepts): SmolLM2 copies them
+# when the history shows the copy once ("Copy this line: ..." / the line / the same request again)
+TAG_JSON_LINES = {
+    "meetkai-functionary-medium-v3.1.jinja": (
+        '<function=get_weather>{"city": "Berlin"}</function>',
+        '<function=get_weather>{"city": "Berlin"}</function><function=python>{"code": "print(1)"}</function>'),
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": (
+        '[TOOL_CALLS]get_weather[ARGS][CALL_ID]abc123def[ARGS]{"city": "Berlin"}',
+        '[TOOL_CALLS]get_weather[ARGS][CALL_ID]abc123def[ARGS]{"city": "Berlin"}'
+        '[TOOL_CALLS]python[ARGS][ARGS]{"code": "print(1)"}'),
+    "upstage-Solar-Open-100B.jinja": (
+        '<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>get_weather<|tool_call:args|>'
+        '{"city": "Berlin"}<|tool_call:end|><|calls|>',
+        '<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>get_weather<|tool_call:args|>'
+        '{"city": "Berlin"}<|tool_call:end|><|tool_call:begin|>call00001<|tool_call:name|>python'
+        '<|tool_call:args|>{"code": "print(1)"}<|tool_call:end|><|calls|>')}
+
+
+def _copy(line: str) -> list[dict]:
+    return [user("Copy this line: " + line), {"role": "assistant", "content": line}, user("Copy this line: " + line)]
+
+
+def tag_json_steps(template: str) -> list[dict]:
+    """Eleven requests a template: the copy histories SmolLM2 answers with one call and with two (tool_choice
+    auto / required / unset, streamed and not, a call cut by the token limit, parallel calls with logprobs and
+    parallel_tool_calls false), a history of calls only, a content answer, seeded sampling."""
+    one, two = (_copy(x) for x in TAG_JSON_LINES[template])
+    return [
+        chat(one, TOOLS, 48, tool_choice="auto"),
+        chat(one, TOOLS, 48, tool_choice="required"),
+        chat(one, TOOLS, 48, tool_choice="auto", stream=True, stream_options={"include_usage": True}),
+        chat(one, TOOLS, 48, tool_choice="required", stream=True),
+        chat(one, TOOLS, 10, tool_choice="auto"),
+        chat(two, TWO, 72, tool_choice="auto", parallel_tool_calls=True, logprobs=True, top_logprobs=2),
+        chat(two, TWO, 72, tool_choice="required", parallel_tool_calls=False, stream=True),
+        chat(one, TOOLS, 48),
+        chat(CALLS_ONLY, TOOLS, 24, tool_choice="auto"),
+        chat(ASK, TOOLS, 16, tool_choice="auto"),
+        chat(one, TOOLS, 48, tool_choice="required", temperature=0.9, seed=11, stream=True),
+    ]
+
+
+def tag_json_sessions() -> list[dict]:
+    out = []
+    for t in TAG_JSON:
+        steps = tag_json_steps(t)
+        if "Mistral-Small" in t:
+            steps = [_nine_char_ids(s) for s in steps]
+        out.append({"name": _name(t).replace("tools_", "tagjson_", 1),
+                    "flags": flags("--chat-template-file", "$TEMPLATE:" + t),
+                    "note": f"{t} (TAG_WITH_JSON tool calls): tool_choice auto / required", "steps": steps})
+    return out
+
+
 def record_targets(model: str, ports: Ports, only=()) -> None:
     """What bankml does not reproduce yet, kept as the target of the next step: for each template that supports
     tool calls, llama-server's answer (verbose: the grammar, its laziness and triggers, the preserved tokens)
@@ -316,13 +381,13 @@ def record_targets(model: str, ports: Ports, only=()) -> None:
     out = []
     path = OUT / "tool_call_targets.json"
     old = {s["template"]: s for s in json.loads(path.read_text())} if path.exists() else {}
-    for t in TARGETS + [f for f in FORMATS if f not in TARGETS]:
+    for t in TARGETS + [f for f in FORMATS + TAG_JSON if f not in TARGETS]:
         if only and t not in only:
             if t in old:
                 out.append(old[t])
             continue
         steps = [chat(FEWSHOT, TOOLS, 30, tool_choice=c, verbose=True) for c in ("auto", "required")]
-        if "Mistral-Nemo" in t:
+        if "Mistral-Nemo" in t or "Mistral-Small" in t:
             steps = [_nine_char_ids(s) for s in steps]
         sess = {"name": _name(t), "flags": flags("--chat-template-file", "$TEMPLATE:" + t), "steps": steps}
         played = play(sess, model, ports.next())
@@ -364,17 +429,19 @@ def main() -> None:
     ap.add_argument("--calls", action="store_true", help="the parsed tool-call sessions, into tool_call_answers.json")
     ap.add_argument("--formats", action="store_true",
                     help="the other JSON-native formats' sessions, into tool_call_formats.json")
+    ap.add_argument("--tag-json", action="store_true",
+                    help="the TAG_WITH_JSON sessions, into tool_call_tag_json.json")
     args = ap.parse_args()
     model = str(model_path("smollm2"))
     ports = Ports(args.port_base)
     if args.targets:
         record_targets(model, ports, args.only)
         return
-    path = OUT / ("tool_call_formats.json" if args.formats else "tool_call_answers.json" if args.calls
+    path = OUT / ("tool_call_tag_json.json" if args.tag_json else "tool_call_formats.json" if args.formats else "tool_call_answers.json" if args.calls
                   else "tool_calls.json")
     old = {s["name"]: s for s in json.loads(path.read_text())} if path.exists() else {}
     out = []
-    for sess in (format_sessions() if args.formats else call_sessions() if args.calls else sessions()):
+    for sess in (tag_json_sessions() if args.tag_json else format_sessions() if args.formats else call_sessions() if args.calls else sessions()):
         if args.only and sess["name"] not in args.only:
             if sess["name"] in old:
                 out.append(old[sess["name"]])
@@ -386,6 +453,8 @@ def main() -> None:
               flush=True)
         out.append({"name": sess["name"], "flags": sess["flags"], "note": sess["note"], "steps": steps})
         OUT.mkdir(parents=True, exist_ok=True)   # after each session: a long run can be stopped and kept
+        path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+    if args.only:                                # the sessions kept from the old file after the last one played
         path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
 

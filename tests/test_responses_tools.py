@@ -90,10 +90,10 @@ def test_openai_client_reads_function_calls(smollm2_path):
 @pytest.mark.slow
 @pytest.mark.oracle
 def test_unparsed_format_keeps_the_chat_routes_refusal(smollm2_path):
-    """A template whose tool-call format the chat route does not parse (Functionary v3.1): the chat step's 501,
-    naming the format, for the Responses API too."""
-    functionary = "$TEMPLATE:meetkai-functionary-medium-v3.1.jinja"
-    flags = [functionary if f.startswith("$TEMPLATE:") else f for f in SESSIONS[0]["flags"]]
+    """A template whose tool-call format the chat route does not parse (Command R+: JSON-native with the content
+    wrapped): the chat step's 501, naming the format, for the Responses API too."""
+    command_r = "$TEMPLATE:CohereForAI-c4ai-command-r-plus-tool_use.jinja"
+    flags = [command_r if f.startswith("$TEMPLATE:") else f for f in SESSIONS[0]["flags"]]
     argv = sr.server_argv(flags, str(smollm2_path))
     with sr.BankmlServe(argv) as srv:
         got = sr.exchange(srv.port, {"method": "POST", "path": "/v1/responses", "body": {
@@ -102,4 +102,4 @@ def test_unparsed_format_keeps_the_chat_routes_refusal(smollm2_path):
     assert got["status"] == 501
     assert got["json"]["error"]["message"] == (
         "tool calls (tool_choice required) in the chat format the autoparser derives from this template "
-        "(peg-native) are not reproduced by bankml yet")
+        "(peg-native, JSON_NATIVE tool calls) are not reproduced by bankml yet")

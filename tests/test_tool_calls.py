@@ -23,7 +23,10 @@ from bankml.chat.tools import refusal
 SESSIONS = sr.load("tool_calls.json")
 CALL_SESSIONS = sr.load("tool_call_answers.json")
 FORMAT_SESSIONS = sr.load("tool_call_formats.json")
-SERVED = ("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+TAG_JSON_SESSIONS = sr.load("tool_call_tag_json.json")
+TAG_JSON = ("meetkai-functionary-medium-v3.1.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+            "upstage-Solar-Open-100B.jinja")
+SERVED = TAG_JSON + ("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
           "Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
           "meta-llama-Llama-3.2-3B-Instruct.jinja", "meta-llama-Llama-3.3-70B-Instruct.jinja",
           "mistralai-Mistral-Nemo-Instruct-2407.jinja", "fireworks-ai-llama-3-firefunction-v2.jinja",
@@ -68,13 +71,13 @@ def test_served_and_refused_by_template():
     for name in SERVED:
         for choice in ("auto", "none", "required"):
             assert _decide(src[name], choice) is None, (name, choice)
-    # other formats (TAG_WITH_JSON: Functionary v3.1; JSON-native with the content wrapped: Command R+): only
-    # "none" is served
-    for name in ("meetkai-functionary-medium-v3.1.jinja", "CohereForAI-c4ai-command-r-plus-tool_use.jinja"):
-        assert _decide(src[name], "none") is None
-        assert _decide(src[name], "required") == (
-            "tool calls (tool_choice required) in the chat format the autoparser derives from this template "
-            "(peg-native) are not reproduced by bankml yet")
+    # another format (JSON-native with the content wrapped: Command R+): only "none" is served, the 501 names
+    # the format
+    name = "CohereForAI-c4ai-command-r-plus-tool_use.jinja"
+    assert _decide(src[name], "none") is None
+    assert _decide(src[name], "required") == (
+        "tool calls (tool_choice required) in the chat format the autoparser derives from this template "
+        "(peg-native, JSON_NATIVE tool calls) are not reproduced by bankml yet")
     # a template that thinks stays refused even in the same format (Qwen3)
     assert _decide(src["Qwen-Qwen3-0.6B.jinja"], "auto").endswith("are not reproduced by bankml yet")
     # a specialized handler is refused for any tool_choice, by name
@@ -111,8 +114,9 @@ def test_openai_client_with_tools(smollm2_path):
 def test_targets_are_served_or_refused_by_name():
     """tool_call_targets.json (testing/record_tool_calls.py --targets): llama-server's tool-call answers, with the
     grammar, its triggers and the parsed calls, on templates that support tool calls. The JSON-native format
-    (Hermes 2 Pro, Qwen 2.5) and the other JSON-native shapes (Llama 3.x, Mistral Nemo, Firefunction v2, Apriel
-    1.5, MiniMax-M1, GigaChat 3.1, Apertus) are served: the grammar is llama-server's text (but the number in the
+    (Hermes 2 Pro, Qwen 2.5), the other JSON-native shapes (Llama 3.x, Mistral Nemo, Firefunction v2, Apriel
+    1.5, MiniMax-M1, GigaChat 3.1, Apertus) and TAG_WITH_JSON (Functionary v3.1, Mistral Small 3.2, Solar Open)
+    are served: the grammar is llama-server's text (but the number in the
     until-N rules' names), lazy under "auto" with its word triggers, or absent where the format has no marker;
     every other format is refused (501, naming the format), never answered differently."""
     import re
@@ -167,11 +171,24 @@ def test_parsed_tool_call_session_replays_identically(session, smollm2_path):
     assert not problems, f"{session['name']} ({len(problems)} differences):\n" + "\n".join(problems[:8])
 
 
+def _byte_stream_deltas(tc, text: str) -> list[dict]:
+    """The deltas a stream sends when the output grows one character at a time (parsed after each)."""
+    from bankml.grammar import chat_tools
+    from bankml.server.api.families.oai_chat import tool_diffs
+    prev, out = chat_tools.ToolMessage(), []
+    for i in range(1, len(text) + 1):
+        m = tc.parse(text[:i], True)
+        if m is None or m.empty():
+            continue
+        out += tool_diffs(prev, m)
+        prev = m
+    return out
+
+
 def test_parse_and_stream_deltas():
     """The parser (lenient, as llama-server parses after every token) and the deltas a stream sends."""
     from bankml.chat.analysis import ToolFormat
     from bankml.chat.messages import Tool
-    from bankml.server.api.families.oai_chat import tool_diffs
     from bankml.grammar import chat_tools
     fmt = ToolFormat(mode="json_native", per_call_start="<tool_call>\n", per_call_end="</tool_call>",
                      name_field="name", args_field="arguments", parameter_order=["name", "arguments"])
@@ -183,13 +200,7 @@ def test_parse_and_stream_deltas():
         ("get_weather", '{"city": "Berlin"}')]
     assert tc.parse("Hello <tool", True).content == "Hello "          # a marker begun at the end is held back
     assert tc.parse('<tool_call>\n{"name": "get_wea', True).empty()    # a name is whole or absent
-    prev, out = chat_tools.ToolMessage(), []
-    for i in range(1, len(text) + 1):
-        m = tc.parse(text[:i], True)
-        if m is None or m.empty():
-            continue
-        out += tool_diffs(prev, m)
-        prev = m
+    out = _byte_stream_deltas(tc, text)
     args = "".join(d["tool_calls"][0].get("function", {}).get("arguments", "") for d in out if "tool_calls" in d)
     assert args == '{"city": "Berlin"}'
     assert sum("name" in d["tool_calls"][0].get("function", {}) for d in out if "tool_calls" in d) == 1
@@ -247,3 +258,72 @@ def test_parse_section_array_ids_and_name_as_key():
     tc = chat_tools.tool_calls(tools, apertus, "", "auto", True)
     m = tc.parse('<|tools_prefix|>[{"get_weather": {"city": "Rome"}}]<|tools_suffix|>', False)
     assert [(c.name, c.arguments) for c in m.tool_calls] == [("get_weather", '{"city": "Rome"}')]
+
+
+def test_tag_json_formats_recorded():
+    """tool_call_tag_json.json (record_tool_calls.py --tag-json): every sdist template the autoparser analyses
+    as TAG_WITH_JSON that does not think and has no specialized handler, 10+ requests each, streamed and not."""
+    assert {s["flags"][s["flags"].index("--chat-template-file") + 1].removeprefix("$TEMPLATE:")
+            for s in TAG_JSON_SESSIONS} == set(TAG_JSON)
+    for sess in TAG_JSON_SESSIONS:
+        assert len(sess["steps"]) >= 10 and sum("sse" in s["answer"] for s in sess["steps"]) >= 3, sess["name"]
+
+
+@pytest.mark.slow
+@pytest.mark.oracle
+@pytest.mark.parametrize("session", TAG_JSON_SESSIONS, ids=[s["name"] for s in TAG_JSON_SESSIONS])
+def test_tag_json_session_replays_identically(session, smollm2_path):
+    """llama-server's answers in the autoparser's TAG_WITH_JSON format, replayed on a fresh bankml-serve:
+    identical but the random ids of calls without one."""
+    problems = sr.replay(session, str(smollm2_path))
+    assert not problems, f"{session['name']} ({len(problems)} differences):\n" + "\n".join(problems[:8])
+
+
+def test_tag_json_analysis_and_parse():
+    """The TAG_WITH_JSON analysis of the three sdist templates bankml serves in it (the markers, the name's
+    prefix and suffix, the call id's place), and the parse of a call in each (content, name, arguments, id),
+    then the stream deltas of a text cut at every byte, and the 500 for a final text the parser rejects."""
+    from bankml.chat.messages import Tool
+    from bankml.grammar import chat_tools
+    src = sdist_templates()
+
+    def fmt(name):
+        t = ChatTemplates.create(override=src[name], bos_token="<s>", eos_token="</s>")
+        return t.tool_format(t.default)
+
+    keys = ("mode", "section_start", "section_end", "per_call_start", "per_call_end", "name_prefix", "name_suffix",
+            "close", "call_id_pos", "call_id_prefix", "call_id_suffix")
+    seen = {n: tuple(getattr(fmt(n), k) for k in keys) for n in TAG_JSON}
+    assert seen == {
+        "meetkai-functionary-medium-v3.1.jinja": ("tag_with_json", "", "", "<function=", "</function>", "", ">", "",
+                                                  "none", "", ""),
+        "Mistral-Small-3.2-24B-Instruct-2506.jinja": ("tag_with_json", "", "", "[TOOL_CALLS]", "", "", "[ARGS]", "",
+                                                      "between_func_and_args", "[CALL_ID]", "[ARGS]"),
+        "upstage-Solar-Open-100B.jinja": ("tag_with_json", "<|tool_calls|>", "<|calls|>", "<|tool_call:begin|>",
+                                          "<|tool_call:end|>", "call00001<|tool_call:name|>", "<|tool_call:args|>",
+                                          "", "none", "", "")}
+    tools = [Tool("get_weather", "", '{"type": "object", "properties": {"city": {"type": "string"}}}')]
+    texts = {"meetkai-functionary-medium-v3.1.jinja":
+             ('Sure. <function=get_weather>{"city": "Rome"}</function>', "Sure. ", ""),
+             "Mistral-Small-3.2-24B-Instruct-2506.jinja":
+             ('[TOOL_CALLS]get_weather[ARGS][CALL_ID]abc123def[ARGS]{"city": "Rome"}', "", "abc123def"),
+             "upstage-Solar-Open-100B.jinja":
+             ('<|content|>Hm<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>get_weather'
+              '<|tool_call:args|>{"city": "Rome"}<|tool_call:end|><|calls|>', "<|content|>Hm", "")}
+    for name, (text, content, call_id) in texts.items():
+        tc = chat_tools.tool_calls(tools, fmt(name), "", "auto", True)
+        assert tc.lazy and tc.triggers == [{"type": 1, "value": fmt(name).section_start or fmt(name).per_call_start}]
+        m = tc.parse(text, False)
+        assert m.content == content and [(c.name, c.arguments, c.id) for c in m.tool_calls] == [
+            ("get_weather", '{"city": "Rome"}', call_id)], name
+        out = _byte_stream_deltas(tc, text)
+        calls = [d["tool_calls"][0] for d in out if "tool_calls" in d]
+        assert "".join(c.get("function", {}).get("arguments", "") for c in calls) == '{"city": "Rome"}', name
+        # a call shows once its opener (prefix, name, suffix) is whole, never with a partial name (an id parsed
+        # later sends the name again with it: compute_diffs)
+        names = [c["function"]["name"] for c in calls if "name" in c.get("function", {})]
+        assert names == ["get_weather"] * (2 if call_id else 1), name
+    # a final text the parser rejects (a call to an unknown function) is llama-server's 500
+    tc = chat_tools.tool_calls(tools, fmt("meetkai-functionary-medium-v3.1.jinja"), "", "auto", True)
+    with pytest.raises(Exception, match="does not match the expected peg-native format"):
+        tc.parse("Hi <function=nope>{}</function>", False)

@@ -4,7 +4,8 @@ Owns the reasoning and message-start part of llama.cpp's autoparser (common/chat
 two renders split into common prefix / suffix and the differing middles (calculate_diff_split, by <...> / [...]
 markers, then by bytes), the reasoning markers and mode it finds from renders with and without a
 reasoning_content, with enable_thinking on and off, and with tool calls, the markers that open a user and an
-assistant message, and the autoparser's per-family corrections of those findings.
+assistant message, the tool-call format (analyze_tools: JSON-native fields, or the tag-based markers), and the
+autoparser's per-family corrections of those findings.
 Must not know: the per-family handlers chat.cpp picks before the autoparser (bankml.chat.handlers), requests,
 tokens. It only renders templates it is given.
 
@@ -374,7 +375,9 @@ def _probe_call(name: str, call_id: str) -> dict:
 @dataclass
 class ToolFormat:
     """What the autoparser's tool analysis finds (the fields bankml reads). `mode` is "none", "json_native",
-    "tag_with_json" or "tag_with_tagged"; only json_native is analysed further."""
+    "tag_with_json" or "tag_with_tagged"; json_native's JSON fields, and for the tag-based modes the markers,
+    the name's prefix / suffix, the closer and the call id (a tagged format's argument markers are not
+    analysed: bankml refuses it)."""
     mode: str = "none"
     section_start: str = ""
     section_end: str = ""
@@ -390,6 +393,20 @@ class ToolFormat:
     parameter_order: list = field(default_factory=list)
     openai_wrapper_trigger: bool = False     # the workaround for templates asking for {"name", "parameters"}
     content_plain: bool = False              # analyze_content found the content unwrapped (PLAIN)
+    # TAG_WITH_JSON / TAG_WITH_TAGGED: the text around a call's name, its closer, the call id's place and markers
+    name_prefix: str = ""
+    name_suffix: str = ""
+    close: str = ""
+    call_id_pos: str = "none"                # "none", "between_func_and_args", "post_args", "pre_func_name"
+    call_id_prefix: str = ""
+    call_id_suffix: str = ""
+
+    @property
+    def served_tag_json(self) -> bool:
+        """The TAG_WITH_JSON shapes bankml.grammar.chat_tools builds: a call is the name between its prefix and
+        suffix, an optional call id between the name and the arguments, the arguments as one JSON object, an
+        optional closer, between per-call and / or section markers."""
+        return self.mode == "tag_with_json" and bool(self.per_call_start or self.section_start)
 
     @property
     def served_json(self) -> bool:
@@ -414,7 +431,8 @@ def analyze_tools(tmpl: ParsedTemplate, r: Reasoning, supports_parallel: bool) -
     """analyze_tool_calls for a template that supports tool calls: the render of an assistant message with one
     call against one with content only; the differing part is the tool section. JSON_NATIVE when the function
     name shows as a JSON string after "{" or ":"; then its fields, markers and (with parallel calls) whether
-    the markers repeat per call. Other modes are named, not analysed."""
+    the markers repeat per call. Otherwise TAG_WITH_JSON (an argument's name shows as a JSON string) or
+    TAG_WITH_TAGGED, and the tag-based markers (_tag_format)."""
     f = ToolFormat()
     plain = {"role": "assistant", "content": _ASSISTANT_MSG}
     one = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call00001")]}
@@ -430,12 +448,14 @@ def analyze_tools(tmpl: ParsedTemplate, r: Reasoning, supports_parallel: bool) -
         f.mode = "json_native"
     else:
         f.mode = "tag_with_json" if quoted_after_open(_ARG_FIRST) else "tag_with_tagged"
-        return f
     clean = hay
     for marker in (r.start, r.end):
         if marker and marker in clean:
             i = clean.find(marker)
             clean = clean[:i] + clean[i + len(marker):]
+    if f.mode != "json_native":
+        _tag_format(f, tmpl, clean, supports_parallel)
+        return f
     _json_native_fields(f, clean)
     if supports_parallel:
         both = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call00001"),
@@ -509,3 +529,273 @@ def _json_native_fields(f: ToolFormat, clean: bytes) -> None:
     f.section_end = clean[end:].strip(b" \t\n\v\f\r").decode("utf-8", "surrogateescape")
     if f.tools_array_wrapped and f.section_end == "]":
         f.section_end = ""
+
+
+# -- tool calls, the tag-based part (TAG_WITH_JSON; TAG_WITH_TAGGED is named, its arguments not analysed) -------
+# The autoparser finds these markers with small PEG parsers over the renders; bankml scans the bytes the same
+# way: a marker is "<" up to the first ">" or "[" up to the first "]", `space` any run of whitespace.
+
+def _marker_end(s: bytes, i: int) -> int:
+    """The end of the marker starting at s[i], or -1."""
+    if i < len(s) and s[i] in (60, 91):
+        j = s.find(b">" if s[i] == 60 else b"]", i + 1)
+        return j + 1 if j >= 0 else -1
+    return -1
+
+
+def _space_end(s: bytes, i: int) -> int:
+    while i < len(s) and s[i] in _WS:
+        i += 1
+    return i
+
+
+def _until_marker(s: bytes, i: int) -> int:
+    """zero_or_more(not marker, any): the first position from i where a whole marker starts (or the end)."""
+    while i < len(s) and _marker_end(s, i) < 0:
+        i += 1
+    return i
+
+
+def _fun_marker(s: bytes, fun: bytes) -> tuple[bytes, bytes]:
+    """The function-name marker (`<function=NAME>`-like or `[...NAME]`-like, with the whitespace after it) and
+    the part of it before the name; (fun, b"") where the name stands alone."""
+    for i in range(len(s)):
+        c = s[i]
+        if c not in (60, 91):
+            continue
+        close = b">" if c == 60 else b"]"
+        k = i + 1
+        while k < len(s) and s[k:k + 1] != close and not s.startswith(fun, k):
+            k += 1
+        if not s.startswith(fun, k):
+            continue
+        j = k + len(fun)
+        after = _space_end(s, j)
+        if c == 60:
+            if after < len(s) and s[after] == 60:
+                continue
+            e = s.find(b">", j)
+            if e < 0:
+                continue
+            end = _space_end(s, e + 1)
+        else:
+            if after < len(s) and s[after] == 91 and s.find(b"]", after + 1) >= 0:
+                continue
+            end = after
+        return s[i:end], s[i:k]
+    return fun, b""
+
+
+def _tag_format(f: ToolFormat, tmpl: ParsedTemplate, clean: bytes, supports_parallel: bool) -> None:
+    """analyze_tool_call_format_non_json, check_per_call_markers, extract_function_markers and
+    extract_call_id_markers for a tag-based format, then the autoparser's Functionary v3.1 workaround."""
+    fun = _FUN_FIRST.encode()
+    fun_marker, fun_pre = _fun_marker(clean, fun)
+    sec_start = call_start = sec_end = call_end = b""
+    found = False
+    for i in range(len(clean)):                  # marker, marker, up to the name marker
+        m1 = _marker_end(clean, i)
+        if m1 < 0:
+            continue
+        a = _space_end(clean, m1)
+        m2 = _marker_end(clean, a)
+        if m2 < 0:
+            continue
+        b = _space_end(clean, m2)
+        k = clean.find(fun_marker, b)
+        if k < 0:
+            continue
+        sec_start, call_start, rest = clean[i:a], clean[a:b], clean[k + len(fun_marker):]
+        for j in range(len(rest)):
+            e1 = _marker_end(rest, j)
+            if e1 < 0:
+                continue
+            x = _space_end(rest, e1)
+            e2 = _marker_end(rest, x)
+            if e2 >= 0 and _space_end(rest, e2) == len(rest):
+                call_end, sec_end = rest[j:x], rest[x:]
+                break
+        f.name_prefix = (fun_pre + b"").decode("utf-8", "surrogateescape")
+        found = True
+        break
+    if not found:                                # a section marker right before the name marker
+        for i in range(len(clean)):
+            m1 = _marker_end(clean, i)
+            if m1 < 0:
+                continue
+            a = _space_end(clean, m1)
+            if not clean.startswith(fun_marker, a):
+                continue
+            sec_start, rest = clean[i:a], clean[a + len(fun_marker):]
+            for j in range(len(rest)):
+                e1 = _marker_end(rest, j)
+                if e1 >= 0 and _space_end(rest, e1) == len(rest):
+                    sec_end = rest[j:]
+                    break
+            break
+    dec = lambda b: b.decode("utf-8", "surrogateescape")  # noqa: E731
+    f.per_call_start, f.per_call_end = dec(call_start), dec(call_end)
+    f.section_start, f.section_end = dec(sec_start), dec(sec_end)
+    f.section_end = f.section_end.strip(" \t\n\v\f\r")
+    f.per_call_end = f.per_call_end.strip(" \t\n\v\f\r")
+    first = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call00001")]}
+    if supports_parallel:
+        _check_per_call_markers(f, tmpl, first)
+    _function_markers(f, tmpl, first)
+    _call_id_markers(f, tmpl, first)
+    if b'set has_code_interpreter = tools | selectattr("type", "equalto", "code_interpreter") | list | length > 0' \
+            in tmpl.source:                       # Functionary v3.1: no section, `<function=` ... `</function>`
+        f.name_prefix = f.section_start = f.section_end = f.close = ""
+        f.per_call_start, f.per_call_end = "<function=", "</function>"
+        f.content_plain = True
+
+
+def _check_per_call_markers(f: ToolFormat, tmpl: ParsedTemplate, first: dict) -> None:
+    """A section marker that a second call repeats is a per-call marker; a per-call end marker that one and two
+    calls render equally often is the section's end."""
+    both = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call00001"),
+                                                               _probe_call(_FUN_SECOND, "call00002")]}
+    cmp = _tools_compare(tmpl, [first], [both])
+    if cmp is None:
+        return
+    diff, out_a, out_b = cmp
+    second = diff_split(diff["suffix"], diff["right"])["right"].lstrip(_WS)
+    if f.section_start and second.startswith(f.section_start.encode("utf-8", "surrogateescape")):
+        f.per_call_start, f.per_call_end = f.section_start, f.section_end
+        f.section_start = f.section_end = ""
+    if f.per_call_end:
+        end = f.per_call_end.encode("utf-8", "surrogateescape")
+        one, two = out_a.count(end), out_b.count(end)
+        if one > 0 and one == two:
+            f.section_end, f.per_call_end = f.per_call_end, ""
+
+
+def _function_markers(f: ToolFormat, tmpl: ParsedTemplate, first: dict) -> None:
+    """extract_function_markers: a call to the first probe function against one to the second; the text
+    around the name (up to the arguments' JSON, markers included) and the closer after the arguments."""
+    second = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_SECOND, "call00002")]}
+    cmp = _tools_compare(tmpl, [first], [second])
+    if cmp is None:
+        return
+    diff = cmp[0]
+    left, prefix, suffix = diff["left"], diff["prefix"], diff["suffix"]
+    fun = _FUN_FIRST.encode()
+    if fun not in left or _FUN_SECOND.encode() not in diff["right"]:
+        return
+    enc = lambda t: t.encode("utf-8", "surrogateescape")  # noqa: E731
+    name_prefix = enc(f.name_prefix)
+    marker = enc(f.per_call_start or f.section_start)
+    if marker and prefix.rfind(marker) >= 0:
+        name_prefix = prefix[prefix.rfind(marker) + len(marker):]
+    k = left.find(fun)
+    name_prefix += left[:k]
+    name_suffix = left[k + len(fun):_until_marker(left, k + len(fun))]
+    if f.mode == "tag_with_json":               # up to the first "{" / "[" that is not a marker ...
+        i = 0
+        while i < len(suffix):
+            e = _marker_end(suffix, i)
+            if e >= 0:
+                i = e
+            elif suffix[i] not in (123, 91):
+                i += 1
+            else:
+                break
+        j = _until_marker(suffix, i)             # ... when a marker follows the JSON
+        if j < len(suffix):
+            name_suffix += suffix[:i]
+    f.name_prefix, f.name_suffix = name_prefix.decode("utf-8", "surrogateescape"), \
+        name_suffix.decode("utf-8", "surrogateescape")
+    end = enc(f.per_call_end or f.section_end)
+    if not end:
+        nocall = {"role": "assistant", "content": _ASSISTANT_MSG}
+        cmp2 = _tools_compare(tmpl, [first], [nocall])
+        closer = b""
+        if cmp2 is not None:
+            nl = cmp2[0]["left"]
+            closer = nl[nl.find(b"YYYY") + 4:]
+    else:
+        closer = suffix[:suffix.find(end)] if end in suffix else suffix
+    close = b""
+    if closer and f.mode == "tag_with_json":
+        y = closer.find(b"YYYY")
+        if y >= 0:
+            post = closer[y + 4:]
+            pos = max(post.rfind(b"}"), post.rfind(b"]"))
+            if 0 <= pos < len(post) - 1:
+                close = post[pos + 1:].lstrip(_WS)
+    f.close = close.lstrip(_WS).decode("utf-8", "surrogateescape")
+
+
+def _last_marker(s: bytes) -> bytes:
+    """The last marker in s (a marker after which no other marker starts)."""
+    found = b""
+    i = 0
+    while i < len(s):
+        e = _marker_end(s, i)
+        if e >= 0:
+            found = s[i:e]
+        i += 1
+    return found
+
+
+def _first_marker(s: bytes) -> bytes:
+    for i in range(len(s)):
+        e = _marker_end(s, i)
+        if e >= 0:
+            return s[i:e]
+    return b""
+
+
+def _call_id_markers(f: ToolFormat, tmpl: ParsedTemplate, first: dict) -> None:
+    """extract_call_id_markers: a call with id call00001 against one with call99999; where the differing id
+    sits (between the name and the arguments, after the arguments, before the name) and its markers."""
+    alt = {"role": "assistant", "content": "", "tool_calls": [_probe_call(_FUN_FIRST, "call99999")]}
+    cmp = _tools_compare(tmpl, [first], [alt])
+    if cmp is None:
+        return
+    diff = cmp[0]
+    if not diff["left"] and not diff["right"]:
+        return
+    prefix, suffix = diff["prefix"], diff["suffix"]
+    common = b"call"                             # call00001 / call99999
+    fun = _FUN_FIRST.encode()
+    in_prefix, in_suffix = prefix.rfind(fun), suffix.find(fun)
+    pre = suf = b""
+    if in_prefix >= 0 and in_suffix < 0:
+        args_prefix = prefix.find(b"{", in_prefix)
+        args_suffix = suffix.find(b"{")
+        if args_suffix >= 0 and args_prefix < 0:
+            f.call_id_pos = "between_func_and_args"
+            after = prefix[in_prefix + len(fun):]
+            for i in range(len(after)):          # a marker, then no marker up to the id's common part
+                e = _marker_end(after, i)
+                if e < 0:
+                    continue
+                j = e
+                while j < len(after) and not after.startswith(common, j) and _marker_end(after, j) < 0:
+                    j += 1
+                if after.startswith(common, j):
+                    pre = after[i:e]
+                    break
+            else:
+                pre = _last_marker(after)
+            j = 0
+            while j < len(suffix) and _marker_end(suffix, j) < 0 and suffix[j] != 123:
+                j += 1
+            e = _marker_end(suffix, j)
+            suf = suffix[j:e] if e >= 0 else b""
+        elif args_prefix >= 0:
+            f.call_id_pos = "post_args"
+            after = prefix[args_prefix:]
+            brace = after.rfind(b"}")
+            if brace >= 0:
+                pre = _last_marker(after[brace + 1:])
+            suf = _first_marker(suffix)
+    elif in_suffix >= 0 and in_prefix < 0:
+        f.call_id_pos = "pre_func_name"
+        pre = _last_marker(prefix)
+        suf = _first_marker(suffix[:in_suffix])
+    f.call_id_prefix, f.call_id_suffix = pre.decode("utf-8", "surrogateescape"), suf.decode("utf-8", "surrogateescape")
+    # (the arguments' start / end markers are only found for JSON-native formats: empty here)
+    if f.call_id_pos != "none" and f.call_id_suffix and f.per_call_end.startswith(f.call_id_suffix):
+        f.per_call_end = ""

@@ -6,6 +6,7 @@ Owns the decision the chat family makes once the template step has run (bankml.c
 tool-call format is one of the autoparser's JSON-native formats bankml.grammar.chat_tools builds (per-call
 markers: Hermes 2 Pro, Hermes 3, Qwen 2.5, Granite 4.0; no marker: Llama 3.x; section markers: Mistral Nemo,
 Firefunction v2, Apriel 1.5, MiniMax-M1, GigaChat 3.1; the name as the key: Apertus) with the content unwrapped,
+or its TAG_WITH_JSON format (Functionary v3.1, Mistral Small 3.2, Solar Open),
 and refused (501, naming the template's format) where llama-server would build another tool-call grammar and
 parser, which bankml does not reproduce yet.
 Must not know: HTTP, tokens, sampling, how the template renders the tools into the prompt (bankml.chat.template
@@ -26,7 +27,7 @@ common_chat_templates_apply_jinja, then the differential autoparser):
 - `parallel_tool_calls` only reaches the template (and the tool grammar, which these requests do not have).
 
 Everything else (a template that supports tool calls in another format, with tool_choice "auto" or
-"required": TAG_WITH_JSON, TAG_WITH_TAGGED, nested keys, wrapped content (Command R+); any specialized
+"required": TAG_WITH_TAGGED, nested keys, wrapped content (Command R+); any specialized
 handler: gpt-oss, Functionary v3.2, Qwen3-Coder, ...; and any template that thinks, whose reasoning / wrapped
 content parse with tools did not replay: SmolLM3, DeepSeek R1, Granite 3.3, Command R7B, where llama-server
 answers a 500 "does not match the expected peg-native format") is refused by `refusal()`.
@@ -50,11 +51,12 @@ def served_without_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[
 def served_with_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> bool:
     """True when llama-server builds a tool-call grammar and parser bankml reproduces: the generic path, a
     template that does not think, and one of the autoparser's JSON-native formats bankml.grammar.chat_tools
-    builds (ToolFormat.served_json), tool_choice auto or required."""
+    builds (ToolFormat.served_json) or its TAG_WITH_JSON format (ToolFormat.served_tag_json), tool_choice auto
+    or required."""
     fmt = chat.tool_format
     return (bool(inputs.tools) and inputs.tool_choice in ("auto", "required") and chat.handler == "generic"
             and not chat.supports_thinking and caps.get("supports_tool_calls", False)
-            and fmt is not None and fmt.served_json)
+            and fmt is not None and (fmt.served_json or fmt.served_tag_json))
 
 
 def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_tools: bool = True) -> str | None:
@@ -70,7 +72,9 @@ def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_t
     elif chat.supports_thinking:
         where = "a template that thinks (the autoparser's reasoning parser)"
     else:
-        where = "the chat format the autoparser derives from this template (peg-native)"
+        fmt = chat.tool_format
+        mode = fmt.mode.upper() if fmt is not None else "NONE"
+        where = f"the chat format the autoparser derives from this template (peg-native, {mode} tool calls)"
     return (f"tool calls (tool_choice {inputs.tool_choice}) in {where} are not reproduced by bankml yet")
 
 

@@ -38,8 +38,8 @@ CHAT_PARSER_ERROR = "Unable to generate parser for this template. Automatic pars
 
 @dataclass(eq=False)
 class Peg:
-    kind: str                    # eps literal seq choice rep chars string space end not rule ref tag schema
-    #                              until atomic
+    kind: str                    # eps literal seq choice rep chars string space end not peek rule ref tag
+    #                              schema until atomic
     text: str = ""               # literal text; chars pattern; rule / ref / tag / schema name
     children: list = field(default_factory=list)
     lo: int = 0                  # repetition / chars counts (-1: unbounded)
@@ -104,6 +104,10 @@ class Arena:
     def atomic(p: Peg) -> Peg:
         """`p`, whose AST nodes are dropped while it is incomplete (NEED_MORE)."""
         return Peg("atomic", children=[p])
+
+    @staticmethod
+    def peek(p: Peg) -> Peg:
+        return Peg("peek", children=[p])
 
     @staticmethod
     def tag(name: str, p: Peg) -> Peg:
@@ -188,7 +192,7 @@ def _effective(a: Arena, p: Peg) -> Peg:
 
 def _to_gbnf(a: Arena, p: Peg, builder: js.GrammarBuilder) -> str:
     k = p.kind
-    if k in ("eps", "end", "not"):
+    if k in ("eps", "end", "not", "peek"):
         return ""
     if k == "literal":
         return js.format_literal(p.text)
@@ -485,6 +489,11 @@ class _Parse:
         if t == NEED_MORE:
             return NEED_MORE, pos, []
         return SUCCESS, pos, []
+
+    def p_peek(self, p, pos):
+        """A lookahead: the child's result, nothing consumed, no nodes."""
+        t, _, _ = self.run(p.children[0], pos)
+        return t, pos, []
 
     def p_space(self, p, pos):
         s = self.s

@@ -27,7 +27,28 @@ standard_json_tools) is, in words:
            separated (an id member optional; its value a string or a number), "}"; or, with the name as the
            key, "{" "<name>" ":" arguments "}"
 
-The name's string is kept whole or not at all while streaming (PEG `atomic`); the arguments are the tool's
+The autoparser's TAG_WITH_JSON format (tag_json_arena; build_tool_parser_tag_json): a call is its name between
+text the analysis found, the arguments one JSON object, e.g.
+
+    <function=get_weather>{"city": "Berlin"}</function>                                  Functionary v3.1
+    [TOOL_CALLS]get_weather[ARGS][CALL_ID]abc123def[ARGS]{"city": "Berlin"}               Mistral Small 3.2
+    <|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>get_weather<|tool_call:args|>{...}
+        <|tool_call:end|><|calls|>                                                          Solar Open
+
+    <generation prompt> space [ content: anything up to the first marker ]  TOOLS  end
+    per-call markers: TOOLS = rule "tool-call" (trigger) = start CALL end [ space start CALL end ]* (the list with
+          parallel calls), inside rule "tool-calls" (trigger) = section-start space tool-call space section-end
+          (or the end of the text) where there is a section; otherwise TOOLS = "tool-call" = section-start CALL
+          [ ", " CALL ]* section-end; optional unless tool_choice is "required"
+    CALL = one rule "tool-<name>" per tool: name-prefix NAME name-suffix [ call-id-prefix ID ]? call-id-suffix
+           space ARGUMENTS, then space closer, or a look at the per-call end, or space
+
+(The analysis's findings are taken as they are: on Mistral Small 3.2 the name's suffix is `[ARGS]` and the id
+section follows it; on Solar Open the probe's id `call00001` is part of the name's prefix. llama-server's grammar
+is the same.)
+
+The name's string is kept whole or not at all while streaming (PEG `atomic`; in TAG_WITH_JSON the whole opener,
+prefix + name + suffix, as chat-peg-parser.h's tool_open / tool_name / tool_id / tool_close tags are atomic); the arguments are the tool's
 parameters schema over a JSON value. Under tool_choice "auto" the grammar is lazy: its root is the choice of
 the trigger rules, started by a word trigger on the first marker (and on `{"type": "function",` where the
 template asks for the wrapper); a format without a marker (Llama 3.x) has no grammar under "auto" (the answer
@@ -36,6 +57,7 @@ first. Mapping the parse tree (common_chat_peg_mapper): the content tag's text i
 at its "{", is added once its name is complete (arguments "{" until the arguments' text starts), its
 arguments are the JSON text as generated (trailing whitespace cut) and its id the id member's text.
 
+Not built: TAG_WITH_TAGGED (arguments as tags), which bankml.chat.tools refuses.
 Not reproduced byte for byte: the number in the names of the `until-N` rules (llama.cpp numbers them by the
 parser's index in its arena); the language is the same, so sampling is. Not built: nested keys
 (`"function": {"name", "arguments"}`), which bankml.chat.tools refuses.
@@ -182,6 +204,76 @@ def json_native_arena(tools, fmt, generation_prompt: str, required: bool, parall
     return a
 
 
+def _tag_json_call(a: Arena, t, fmt) -> Peg:
+    """build_tool_parser_tag_json's call (build_func_parser): the name between its prefix and suffix (tag
+    tool-open), an optional call id between the name and the arguments, space, the arguments (a JSON value under
+    the tool's parameters schema), then the closer, or a look at the per-call end marker, or space (tag
+    tool-close). Kept whole or not at all while partial (atomic) unless a name suffix or an id marks it off."""
+    ws = Peg("space")
+    have_id = False
+    id_section = a.eps()
+    if fmt.call_id_pos == "between_func_and_args" and fmt.call_id_prefix and fmt.call_id_suffix:
+        id_section = a.seq(a.rep(a.seq(a.literal(fmt.call_id_prefix),
+                                       a.atomic(a.tag("tool-id", a.until(fmt.call_id_suffix)))), 0, 1),
+                           a.literal(fmt.call_id_suffix))
+        have_id = True
+    # tool_open / tool_name / tool_id / tool_close are atomic tags (chat-peg-parser.h): a call shows once its
+    # opener (prefix, name, suffix) is whole
+    opener = a.atomic(a.tag("tool-open", a.seq(a.literal(fmt.name_prefix),
+                                               a.atomic(a.tag("tool-name", a.literal(t.name))),
+                                               a.literal(fmt.name_suffix))))
+    atomic_done = True
+    if fmt.name_suffix:
+        body = a.seq(opener, id_section, ws, _args(a, t))
+    elif have_id:
+        body = a.seq(a.atomic(a.seq(opener, id_section)), ws, _args(a, t))
+    else:
+        body = a.seq(opener, id_section, ws, _args(a, t))
+        atomic_done = False
+    if fmt.close:
+        body = a.seq(body, ws, a.atomic(a.tag("tool-close", a.literal(fmt.close))))
+    elif fmt.per_call_end:
+        body = a.seq(body, a.atomic(a.tag("tool-close", a.peek(a.literal(fmt.per_call_end)))))
+    else:
+        body = a.seq(body, a.atomic(a.tag("tool-close", ws)))
+    return body if atomic_done else a.atomic(body)
+
+
+def tag_json_arena(tools, fmt, generation_prompt: str, required: bool, parallel: bool) -> Arena:
+    """The autoparser's parser for a TAG_WITH_JSON format (build_tool_parser_tag_json): optional content up to
+    the first marker, then the calls: per-call markers around each call (trigger rule "tool-call", repeated
+    with parallel calls, inside the section's markers where there are some: trigger rule "tool-calls"), or
+    the section's markers around calls separated by ", "; optional unless tool_choice is "required"."""
+    a = Arena()
+    ws = Peg("space")
+    marker = fmt.section_start or fmt.per_call_start
+    # the content's `until` is numbered first: llama.cpp numbers it after the calls' (arena order: 133 against
+    # 5 on Mistral Small 3.2) and prints the rules sorted by name as text, which puts "until-133" first
+    before = a.until(marker) if marker else a.eps()
+    choice = a.choice(*[a.rule("tool-" + t.name, lambda t=t: _tag_json_call(a, t, fmt)) for t in tools])
+    if fmt.per_call_start:
+        wrapped = a.seq(a.literal(fmt.per_call_start), choice, a.literal(fmt.per_call_end))
+        calls = a.rule("tool-call", (lambda: a.seq(wrapped, a.rep(a.seq(ws, wrapped), 0, -1))) if parallel
+                       else (lambda: wrapped), trigger=True)
+        if fmt.section_start:
+            end = a.literal(fmt.section_end) if fmt.section_end else Peg("end")
+            inner = calls
+            calls = a.rule("tool-calls", lambda: a.seq(a.literal(fmt.section_start), ws, inner, ws, end),
+                           trigger=True)
+    else:
+        body = [a.literal(fmt.section_start), choice]
+        if parallel:
+            body.append(a.rep(a.seq(a.literal(", "), choice), 0, -1))
+        body.append(a.literal(fmt.section_end))
+        calls = a.rule("tool-call", lambda: a.seq(*body), trigger=True)
+    if not required:
+        calls = a.rep(calls, 0, 1)
+    body = a.seq(a.eps(), a.rep(a.tag("content", before), 0, 1), calls, Peg("end"))
+    prefix = a.literal(generation_prompt) if generation_prompt else a.eps()
+    a.root = a.seq(prefix, ws, body)
+    return a
+
+
 def _brace_depth(s: str) -> int:
     depth, in_str, esc = 0, False, False
     for c in s:
@@ -292,7 +384,8 @@ def tool_calls(tools, fmt, generation_prompt: str, tool_choice: str, parallel: b
     required = tool_choice == "required"
     marker = fmt.section_start or fmt.per_call_start
     try:
-        arena = json_native_arena(tools, fmt, generation_prompt, required, parallel)
+        build = tag_json_arena if fmt.mode == "tag_with_json" else json_native_arena
+        arena = build(tools, fmt, generation_prompt, required, parallel)
         lazy = not required
         grammar = arena_grammar(arena, lazy) if required or marker else ""
     except SchemaError as e:
@@ -305,4 +398,4 @@ def tool_calls(tools, fmt, generation_prompt: str, tool_choice: str, parallel: b
     return ChatToolCalls(grammar, lazy, triggers, generation_prompt, arena)
 
 
-__all__ = ["ChatToolCalls", "ToolCall", "ToolMessage", "json_native_arena", "tool_calls"]
+__all__ = ["ChatToolCalls", "ToolCall", "ToolMessage", "json_native_arena", "tag_json_arena", "tool_calls"]
