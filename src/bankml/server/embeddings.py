@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ModelFileChanged
+from .batching import _views
 from .generation import Error
 from .slots import common_prefix, time_us
 
@@ -162,12 +163,154 @@ def _evaluate(ctx, slot, task: EmbeddingTask):
         rows = model.embed(chunk, len(slot.tokens), cache=slot.cache)
         slot.tokens.extend(chunk)
         pool.metrics.decoded(len(chunk), prompt=True)
+    return _result(model, task, rows if pooling == "none" else model.pool(rows, pooling))
+
+
+def _result(model, task: EmbeddingTask, got) -> Result:
+    """send_embedding / send_rerank: got is the rows (pooling none) or what the sequence's pooling gave (a vector;
+    for rank, the score in element 0)."""
+    P = len(task.tokens)
     if task.rerank:
-        return Result(task.index, P, score=float(model.pool(rows, "rank")[0]))
-    if pooling == "none":
-        return Result(task.index, P, [np.array(r, dtype=np.float32) for r in rows])
-    vec = model.normalize(model.pool(rows, pooling), task.normalize)
+        return Result(task.index, P, score=float(got[0]))
+    if task.pooling == "none":
+        return Result(task.index, P, [np.array(r, dtype=np.float32) for r in got])
+    vec = model.normalize(np.asarray(got, dtype=np.float32), task.normalize)
     return Result(task.index, P, [np.asarray(vec, dtype=np.float32)])
+
+
+class _Run:
+    """One task of a group on its slot (started: its prompt not yet checked)."""
+
+    def __init__(self, slot, task: EmbeddingTask):
+        self.slot, self.task, self.started = slot, task, False
+
+
+def batched(ctx) -> bool:
+    """Whether several inputs of a request are decoded together, as llama-server does it: several slots, each its
+    own KV stream (the worker's Batcher runs them), else one task at a time."""
+    return ctx.worker.batcher is not None
+
+
+def submit(ctx, tasks: list[EmbeddingTask]) -> None:
+    """Post a request's tasks to the worker: one by one (run_embedding), or, with several inputs on several slots,
+    as one group that runs llama-server's steps for them (run_group)."""
+    if len(tasks) > 1 and batched(ctx):
+        for t in tasks:                 # numbered as post_tasks numbers them
+            t.id = ctx.worker.new_id()
+        ctx.worker.submit(ctx.worker.batcher.admit_other, run_group, tasks)   # when a slot is idle
+        return
+    for t in tasks:
+        ctx.worker.submit_task(run_embedding, t)
+
+
+def run_group(ctx, tasks: list[EmbeddingTask]) -> None:
+    """A request's embedding (or rerank) tasks on several slots, start to end on the worker thread, as llama-server
+    b11192's loop runs them when they are the server's only work: each turn launches the queued tasks on idle slots
+    (get_available_slot; a task without one is deferred, and each release puts the oldest deferred task back at the
+    queue's front), then one update_slots step: in slot order, each started slot's prompt checks and reused prefix
+    (as run_embedding), then its prompt tokens while the batch has room (a prompt that cannot split waits for a
+    step where it fits whole); the batch is decoded in views of n_batch tokens, each one llama_decode of several
+    sequences (bankml.engine.Model.embed_batch: split_equal's ubatches, pooled per ubatch), and after each view
+    every slot whose last prompt token is in it sends its result and is released."""
+    pool, model, worker = ctx.slots, ctx.model, ctx.worker
+    queue = list(tasks)
+    deferred: list[EmbeddingTask] = []
+    runs: list[_Run] = []
+
+    def release(r: _Run, out) -> None:
+        runs.remove(r)
+        pool.n_processing -= 1
+        r.slot.processing = False
+        r.slot.t_last_used = time_us()
+        if out is not None:
+            r.task.emit(out)
+        if deferred:
+            queue.insert(0, deferred.pop(0))
+
+    try:
+        while queue or runs:
+            while queue:                            # process_new_tasks
+                task = queue.pop(0)
+                if task.cancelled.is_set():
+                    continue
+                if not task.tokens:
+                    task.emit(Error(400, "the query and the document are both empty: there is nothing to rank",
+                                    "invalid_request_error"))
+                    continue
+                slot = pool.select(task.tokens, -1, completion=False)
+                if slot is None:
+                    deferred.append(task)
+                    continue
+                if any(not 0 <= t < ctx.tokenizer.n_vocab for t in task.tokens):
+                    task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
+                    continue
+                slot.processing = True
+                slot.id_task = task.id
+                pool.cache_idle(slot)
+                pool.n_processing += 1
+                runs.append(_Run(slot, task))
+            if not runs:
+                break
+            for r in [r for r in runs if r.task.cancelled.is_set()]:
+                release(r, None)
+            if runs:
+                _group_step(ctx, runs, release)
+    except ModelFileChanged as e:
+        for r in list(runs):
+            release(r, Error(500, str(e), "server_error"))
+    except Exception as e:          # a bug: llama-server's 500 rather than a client left waiting
+        import logging
+        logging.getLogger("bankml.server").exception("embedding failed")
+        for r in list(runs):
+            release(r, Error(500, str(e) or type(e).__name__, "server_error"))
+    for task in deferred + queue:
+        if not task.cancelled.is_set():
+            task.emit(Error(500, "no slot was left for this input", "server_error"))
+
+
+def _group_step(ctx, runs: list, release) -> None:
+    """One update_slots iteration over the group's runs (see run_group)."""
+    pool, model = ctx.slots, ctx.model
+    ctx.worker.new_id()
+    n_batch = ctx.n_batch
+    batch = []                                  # (run, tokens, pos, last piece of its prompt, is_prompt)
+    size = 0
+    for r in sorted(runs, key=lambda r: r.slot.id):
+        if size >= n_batch:
+            break
+        task, slot = r.task, r.slot
+        pooling = "rank" if task.rerank else task.pooling
+        can_split = pooling == "last"
+        P = len(task.tokens)
+        if not r.started:
+            err = _prompt_error(ctx, slot, task, can_split)
+            if err is not None:
+                release(r, err)
+                continue
+            n_past = 0
+            if can_split and task.cache_prompt:
+                n_past = common_prefix(slot.tokens, task.tokens)
+                if n_past == P and n_past > 0:
+                    n_past -= 1
+            pool.metrics.start()
+            pool.metrics.prompt_cached(n_past)
+            slot.keep_first(n_past)
+            r.started = True
+        start = len(slot.tokens)
+        if not can_split and size + P - start > n_batch:
+            continue                            # cannot fit the prompt in this batch: the next step
+        n = min(n_batch - size, P - start)
+        batch.append((r, task.tokens[start:start + n], start, start + n == P, True))
+        size += n
+    pooling = "rank" if runs[0].task.rerank else runs[0].task.pooling
+    for view in _views(batch, n_batch):
+        got = model.embed_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view], pooling)
+        for r, t, _, _, _ in view:
+            r.slot.tokens.extend(t)
+        pool.metrics.decoded(sum(len(v[1]) for v in view), prompt=True)
+        for (r, _, _, done, _), g in sorted(zip(view, got), key=lambda e: e[0][0].slot.id):
+            if done:
+                release(r, _result(model, r.task, g))
 
 
 def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = False,
@@ -190,8 +333,7 @@ def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = F
     tasks = make_tasks(token_lists, pooling, normalize, rerank, emit_for, cache_prompt)
     if not tasks:
         return []
-    for t in tasks:
-        ctx.worker.submit_task(run_embedding, t)
+    submit(ctx, tasks)
     done.wait()
     with lock:
         errors = [ev for ev in got.values() if isinstance(ev, Error)]
