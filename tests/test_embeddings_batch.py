@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import server_replay as sr
-from test_embeddings_server import _compare, _post
+from test_embeddings_server import replay
 
 REC = json.loads((Path(__file__).parent / "oracle" / "server" / "embeddings_batch.json").read_text())
 SESSIONS = REC["sessions"]
@@ -59,15 +58,7 @@ def test_recorded_vectors_depend_on_the_batch():
 def test_session_replays_identically(session, smollm2_path):
     argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", "--jinja", "--reasoning", "off", "--no-webui",
             *session["flags"]]
-    problems = []
-    with sr.BankmlServe(argv) as srv:
-        for i, row in enumerate(session["requests"]):
-            status, _, body = _post(srv.port, row["path"], row["body"])
-            why = _compare(row, status, body, str(smollm2_path))
-            if why:
-                problems.append(f"{i} {row['path']} {row['body'][:60]}: {why}")
-    assert not problems, f"{session['name']}: {len(problems)} of {len(session['requests'])} differ:\n" + \
-        "\n".join(problems[:6])
+    replay(session, argv, smollm2_path)
 
 
 def test_split_equal_plan():

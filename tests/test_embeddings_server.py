@@ -69,11 +69,16 @@ def test_session_replays_identically(session, smollm2_path):
     np_flags = [] if "-np" in flags else ["-np", "1"]
     argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", *np_flags, "--jinja", "--reasoning", "off",
             "--no-webui", *flags]
+    replay(session, argv, smollm2_path)
+
+
+def replay(session: dict, argv: list, model_path) -> None:
+    """The session's requests in order on a fresh bankml-serve started with argv: every answer as recorded."""
     problems = []
     with sr.BankmlServe(argv) as srv:
         for i, row in enumerate(session["requests"]):
             status, _, body = _post(srv.port, row["path"], row["body"])
-            why = _compare(row, status, body, str(smollm2_path))
+            why = _compare(row, status, body, str(model_path))
             if why:
                 problems.append(f"{i} {row['path']} {row['body'][:60]}: {why}")
     assert not problems, f"{session['name']}: {len(problems)} of {len(session['requests'])} differ:\n" + \

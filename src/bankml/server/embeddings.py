@@ -96,25 +96,42 @@ def _prompt_error(ctx, slot, task: EmbeddingTask, can_split: bool):
     return None
 
 
-def run_embedding(ctx, task: EmbeddingTask) -> None:
-    """One embedding or rerank task, start to end, on the worker thread (see the module doc)."""
-    pool, model, tk = ctx.slots, ctx.model, ctx.tokenizer
+def _launch(ctx, task: EmbeddingTask, deferred: list | None = None):
+    """launch_slot_with_task for an embedding task: the idle slot it now runs on, or None when it was cancelled,
+    refused (its error emitted), or finds no idle slot (then appended to deferred; run_embedding runs only once a
+    slot is idle)."""
+    pool = ctx.slots
     if task.cancelled.is_set():
-        return
+        return None
     if not task.tokens:
         # only a rerank of an empty query and an empty document gets here (the embedding routes refuse empty input
         # first); llama-server's slot sends it a completion's result and its reader aborts on the type
         task.emit(Error(400, "the query and the document are both empty: there is nothing to rank",
                         "invalid_request_error"))
-        return
+        return None
     slot = pool.select(task.tokens, -1, completion=False)
-    if any(not 0 <= t < tk.n_vocab for t in task.tokens):
+    if slot is None:
+        if deferred is None:
+            task.emit(Error(500, "no idle slot for this task", "server_error"))
+        else:
+            deferred.append(task)
+        return None
+    if any(not 0 <= t < ctx.tokenizer.n_vocab for t in task.tokens):
         task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
-        return
+        return None
     slot.processing = True
     slot.id_task = task.id
     pool.cache_idle(slot)
     pool.n_processing += 1
+    return slot
+
+
+def run_embedding(ctx, task: EmbeddingTask) -> None:
+    """One embedding or rerank task, start to end, on the worker thread (see the module doc)."""
+    pool = ctx.slots
+    slot = _launch(ctx, task)
+    if slot is None:
+        return
     out = None
     try:
         out = _evaluate(ctx, slot, task)
@@ -212,7 +229,7 @@ def run_group(ctx, tasks: list[EmbeddingTask]) -> None:
     step where it fits whole); the batch is decoded in views of n_batch tokens, each one llama_decode of several
     sequences (bankml.engine.Model.embed_batch: split_equal's ubatches, pooled per ubatch), and after each view
     every slot whose last prompt token is in it sends its result and is released."""
-    pool, model, worker = ctx.slots, ctx.model, ctx.worker
+    pool = ctx.slots
     queue = list(tasks)
     deferred: list[EmbeddingTask] = []
     runs: list[_Run] = []
@@ -231,24 +248,9 @@ def run_group(ctx, tasks: list[EmbeddingTask]) -> None:
         while queue or runs:
             while queue:                            # process_new_tasks
                 task = queue.pop(0)
-                if task.cancelled.is_set():
-                    continue
-                if not task.tokens:
-                    task.emit(Error(400, "the query and the document are both empty: there is nothing to rank",
-                                    "invalid_request_error"))
-                    continue
-                slot = pool.select(task.tokens, -1, completion=False)
-                if slot is None:
-                    deferred.append(task)
-                    continue
-                if any(not 0 <= t < ctx.tokenizer.n_vocab for t in task.tokens):
-                    task.emit(Error(400, "Prompt contains invalid tokens", "invalid_request_error"))
-                    continue
-                slot.processing = True
-                slot.id_task = task.id
-                pool.cache_idle(slot)
-                pool.n_processing += 1
-                runs.append(_Run(slot, task))
+                slot = _launch(ctx, task, deferred)
+                if slot is not None:
+                    runs.append(_Run(slot, task))
             if not runs:
                 break
             for r in [r for r in runs if r.task.cancelled.is_set()]:
