@@ -5,6 +5,7 @@ update_slots for a task that needs embeddings, send_embedding, send_rerank).
     for t in tasks: ctx.worker.submit_task(run_embedding, t)                # emit(Result | Error) on the worker
     results = compute(ctx, token_lists, pooling="mean", normalize=2)        # the same, blocking (a worker thread)
     results = compute(ctx, token_lists, pooling="last", normalize=-1, cache_prompt=False)   # Ollama's runner
+    submit(ctx, tasks)                                       # the routes: one by one, or run_group (see below)
 
 Per task, in llama-server's order: the slot (get_available_slot: an embedding task never updates the host prompt
 cache), "Prompt contains invalid tokens", then cache_idle_slots; then the prompt:
@@ -18,6 +19,8 @@ cache), "Prompt contains invalid tokens", then cache_idle_slots; then the prompt
   LoadCacheSlot with cachePrompt false, runner/llamarunner/cache.go:86) no prefix is kept: the whole prompt is
   decoded, as llama-server decodes it in a slot erased first.
 The slot keeps the prompt's cells and tokens afterwards (a later request may reuse them).
+Several inputs on several slots of a split KV cache (submit, compute): run_group runs llama-server's loop for the
+request's tasks, their prompts decoded together (bankml.engine.Model.embed_batch), as the module's functions say.
 
 Results (send_embedding): pooling none gives every row of the last call, unnormalised; any other pooling one row,
 normalised with the request's embd_normalize (common_embd_normalize); rerank (send_rerank) the pooled row's element
@@ -318,7 +321,9 @@ def _group_step(ctx, runs: list, release) -> None:
 def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = False,
             cache_prompt: bool = True) -> list[Result]:
     """Every input's Result, in input order, from the worker (blocking: call it off the event loop). Raises the first
-    Error (a bankml.server.http.Refusal) a task answered. cache_prompt=False: no cached prefix is reused."""
+    Error (a bankml.server.http.Refusal) a task answered. Several inputs on several slots are decoded together as
+    the routes do it (submit); cache_prompt=False (Ollama's runner) reuses no cached prefix and decodes each input
+    alone."""
     got: dict[int, object] = {}
     done = threading.Event()
     lock = threading.Lock()
@@ -335,7 +340,11 @@ def compute(ctx, token_lists, pooling: str, normalize: int = 2, rerank: bool = F
     tasks = make_tasks(token_lists, pooling, normalize, rerank, emit_for, cache_prompt)
     if not tasks:
         return []
-    submit(ctx, tasks)
+    if cache_prompt:
+        submit(ctx, tasks)
+    else:                               # Ollama's runner: each input alone, as in a slot erased first
+        for t in tasks:
+            ctx.worker.submit_task(run_embedding, t)
     done.wait()
     with lock:
         errors = [ev for ev in got.values() if isinstance(ev, Error)]
