@@ -6,8 +6,8 @@ path of the recording machine read as this one's. A completion after embeddings 
 token counts (its timings differ by nature).
 
 Also: the real `openai` client's embeddings.create (which asks for base64) decodes to the recorded vectors'
-bits; the refusals bankml adds where llama-server's answer is not reproduced (several inputs on several slots,
-embeddings under rank pooling) say why.
+bits; the refusals bankml adds where llama-server's answer is not reproduced (several inputs on a unified KV
+cache, embeddings under rank pooling) say why.
 """
 
 from __future__ import annotations
@@ -69,11 +69,16 @@ def test_session_replays_identically(session, smollm2_path):
     np_flags = [] if "-np" in flags else ["-np", "1"]
     argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", *np_flags, "--jinja", "--reasoning", "off",
             "--no-webui", *flags]
+    replay(session, argv, smollm2_path)
+
+
+def replay(session: dict, argv: list, model_path) -> None:
+    """The session's requests in order on a fresh bankml-serve started with argv: every answer as recorded."""
     problems = []
     with sr.BankmlServe(argv) as srv:
         for i, row in enumerate(session["requests"]):
             status, _, body = _post(srv.port, row["path"], row["body"])
-            why = _compare(row, status, body, str(smollm2_path))
+            why = _compare(row, status, body, str(model_path))
             if why:
                 problems.append(f"{i} {row['path']} {row['body'][:60]}: {why}")
     assert not problems, f"{session['name']}: {len(problems)} of {len(session['requests'])} differ:\n" + \
@@ -106,12 +111,14 @@ def test_openai_client_embeddings(smollm2_path):
 @pytest.mark.slow
 def test_refusals_name_their_reason(smollm2_path):
     """Where llama-server's answer is not reproduced, a 501 that says why."""
-    argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", "-np", "2", "--embeddings", "--pooling", "mean"]
+    # several inputs on a unified KV cache (-kvu; a split one decodes them together: test_embeddings_batch.py)
+    argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", "-np", "2", "-kvu", "--embeddings", "--pooling",
+            "mean"]
     with sr.BankmlServe(argv) as srv:
         status, _, body = _post(srv.port, "/v1/embeddings", json.dumps({"input": ["one", "two"]}))
         err = json.loads(body)["error"]
         assert status == 501 and err["type"] == "not_supported_error"
-        assert "2 inputs with 2 slots" in err["message"] and "ubatch" in err["message"]
+        assert "2 inputs with 2 slots" in err["message"] and "unified KV cache" in err["message"]
         status, _, body = _post(srv.port, "/v1/embeddings", json.dumps({"input": ["one"]}))
         assert status == 200 and len(json.loads(body)["data"]) == 1
     argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", "-np", "1", "--reranking"]

@@ -187,6 +187,17 @@ int bk_fwd_decode(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_c
 int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
                        const int32_t *tokens, int32_t n, int32_t pos0, float *embd);
 
+/* One ubatch of ns sequences with embeddings on, as split_equal cuts llama-server's batch of embedding prompts on
+ * a split KV cache (-np N without -kvu): stream s (streams[s], distinct caches of one size and type) gets the nst
+ * tokens tokens[s*nst .. (s+1)*nst) at positions pos0[s] .. pos0[s]+nst-1 (its cache holds exactly 0 .. pos0[s]-1,
+ * the caller checks). Computed as one ubatch of bk_fwd_decode_seqs (ns == 1: as bk_fwd_decode), every row an
+ * output: t_embd of row r (stream r / nst) lands at embd + r*n_embd. The caller plans the ubatches (split_equal)
+ * and pools them (pool.h bk_pool_mean_ubatch). llama graph only. Returns BK_FWD_OK, BK_FWD_BAD_ARGS or
+ * BK_FWD_CACHE_FULL before any cell changes. */
+int bk_fwd_decode_embd_streams(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
+                               bk_kv_cache *const *streams, int32_t ns, const int32_t *tokens, int32_t nst,
+                               const int32_t *pos0, float *embd);
+
 /* ---- several sequences in one llama_decode (llama-server's update_slots batch, non-unified KV: -np N, no -kvu) */
 
 /* One sequence's share of a multi-sequence llama_decode (bk_fwd_decode_seqs), in the batch's order. */

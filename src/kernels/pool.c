@@ -15,6 +15,23 @@ void bk_pool_mean(int n, int n_embd, const float *embd, float *out, float *scrat
     }
 }
 
+void bk_pool_mean_ubatch(int ns, int nst, int n_embd, const float *embd, float *out, float *scratch) {
+    const int n = ns * nst;
+    float *tr = scratch, *mean = scratch + (long)n * n_embd;  /* tr: the transposed rows; mean: [ns][n] */
+    for (int e = 0; e < n_embd; e++)
+        for (int t = 0; t < n; t++) tr[(long)e * n + t] = embd[(long)t * n_embd + e];
+    const float d = 1.0f / (float)nst;
+    for (int s = 0; s < ns; s++)
+        for (int t = 0; t < n; t++) mean[(long)s * n + t] = t / nst == s ? d : 0.0f;
+    if (bk_tinyblas_takes(n_embd, n, ns)) {
+        bk_gemm_f32_tb(n, tr, n, 0, n_embd, mean, n, ns, out, n_embd);
+        return;
+    }
+    for (int s = 0; s < ns; s++)
+        for (int e = 0; e < n_embd; e++)
+            out[(long)s * n_embd + e] = bk_dot_f32(n, tr + (long)e * n, mean + (long)s * n);
+}
+
 void bk_embd_normalize(const float *x, float *out, int n, int mode) {
     double sum = 0.0;
     switch (mode) {

@@ -19,6 +19,14 @@
 /* embd: float[n][n_embd] (token t's row at embd + t*n_embd); out: float[n_embd]; scratch: float[2*n]. */
 void bk_pool_mean(int n, int n_embd, const float *embd, float *out, float *scratch);
 
+/* Mean pooling of one ubatch of ns sequences of nst rows each (rows grouped by sequence: split_equal's ubatch on a
+ * split KV cache), as ggml computes MUL_MAT(CONT(TRANSPOSE(t_embd)), inp_mean) there: inp_mean has a column per
+ * sequence, 1.0f/float(nst) on its own rows and 0 on the others', and each output is a dot product over all
+ * n = ns*nst rows (the zeros included: they decide which lane an element lands in). One column (ns == 1): vec_dot
+ * (as bk_pool_mean); two or more: llamafile's tinyBLAS when it takes the product (n_embd % 4 == 0, n % 8 == 0),
+ * else vec_dot (floatdot.h). out: float[ns][n_embd]; scratch: float[n*n_embd + ns*n]. */
+void bk_pool_mean_ubatch(int ns, int nst, int n_embd, const float *embd, float *out, float *scratch);
+
 /* out may alias x. */
 void bk_embd_normalize(const float *x, float *out, int n, int mode);
 

@@ -8,7 +8,8 @@
     forward.decode(cache, tokens, pos)    one call into C (GIL released) for every ubatch of the call
     forward.logits_view()                 float32[n_vocab] over the state's logits buffer (no copy)
     forward.decode_embd(cache, tokens, pos)   decode with embeddings on: (status, float32[n][n_embd] t_embd)
-    pool_mean(rows), embd_normalize(vec, mode)  src/kernels/pool.h
+    forward.decode_embd_streams(caches, tokens, nst, positions)   one ubatch of several sequences, embeddings on
+    pool_mean(rows), pool_mean_ubatch(rows, ns), embd_normalize(vec, mode)  src/kernels/pool.h
 
 Used only by bankml.engine.model, which validates the arguments (positions, token ids, fit) before calling.
 """
@@ -21,6 +22,7 @@ from libc.string cimport memcpy
 
 from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACHE_FULL, BK_FWD_NO_MEMORY, BK_FWD_OK,
                                      bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_decode_embd,
+                                     bk_fwd_decode_embd_streams,
                                      bk_fwd_decode_seqs, bk_fwd_seq, bk_fwd_decode_unified,
                                      bk_kv_cache_make_unified,
                                      bk_fwd_pack, bk_fwd_state,
@@ -31,7 +33,7 @@ from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK
                                 bk_kv_cells_clear, bk_kv_find_slot, bk_kv_seq_pos_max, bk_kv_seq_pos_min,
                                 bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
-from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean
+from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean, bk_pool_mean_ubatch
 from bankml.kernels.kv cimport bk_kv_seq_add, bk_kvu_seq_pos_max, bk_kvu_seq_pos_min, bk_kvu_seq_rm
 from bankml.kernels.rope cimport bk_rope_shift_f16, bk_rope_shift_q8_0, bk_rope_theta_scale
 from bankml.kernels.attention cimport bk_attn_rot_k_size
@@ -292,6 +294,33 @@ cdef class _Forward:
         return rc, out
 
 
+    def decode_embd_streams(self, list caches, tokens, int nst, list positions):
+        """One ubatch of len(caches) sequences with embeddings on (bk_fwd_decode_embd_streams): sequence s has the
+        nst tokens tokens[s*nst:(s+1)*nst] at positions[s] on. Validated by the caller. Returns (status,
+        float32[len*nst][n_embd] t_embd rows, grouped by sequence)."""
+        cdef int ns = len(caches), s, rc
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] t = np.ascontiguousarray(tokens, dtype=np.int32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] p = np.ascontiguousarray(positions, dtype=np.int32)
+        cdef _KVCache c
+        if ns == 0 or nst <= 0 or t.shape[0] != ns * nst or p.shape[0] != ns:
+            raise ValueError("one position per cache and nst tokens per cache")
+        cdef bk_kv_cache **streams = <bk_kv_cache **>calloc(ns, sizeof(bk_kv_cache *))
+        cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((ns * nst, self.cfg.n_embd),
+                                                                         dtype=np.float32)
+        if streams == NULL:
+            raise MemoryError()
+        try:
+            for s in range(ns):
+                c = caches[s]
+                streams[s] = &c.kv
+            self.st.multi_stream = 0
+            with nogil:
+                rc = bk_fwd_decode_embd_streams(&self.cfg, &self.w, &self.st, streams, ns, &t[0], nst, &p[0],
+                                                &out[0, 0])
+        finally:
+            free(streams)
+        return rc, out
+
 def pool_mean(rows):
     """Mean pooling of float32[n][n_embd] rows as ggml's MUL_MAT of the transposed rows by 1/n (pool.h)."""
     cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] r = np.ascontiguousarray(rows, dtype=np.float32)
@@ -304,6 +333,19 @@ def pool_mean(rows):
         bk_pool_mean(n, e, &r[0, 0], &out[0], &scratch[0])
     return out
 
+
+def pool_mean_ubatch(rows, int ns):
+    """Mean pooling of one ubatch of ns sequences (rows grouped by sequence, equal counts), as ggml's MUL_MAT of the
+    transposed rows by the per-sequence mean columns (pool.h bk_pool_mean_ubatch): float32[ns][n_embd]."""
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] r = np.ascontiguousarray(rows, dtype=np.float32)
+    cdef int n = r.shape[0], e = r.shape[1]
+    if ns <= 0 or n == 0 or e == 0 or n % ns:
+        raise ValueError("pool_mean_ubatch: ns sequences of the same row count")
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((ns, e), dtype=np.float32)
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] scratch = np.zeros(n * e + ns * n, dtype=np.float32)
+    with nogil:
+        bk_pool_mean_ubatch(ns, n // ns, e, &r[0, 0], &out[0, 0], &scratch[0])
+    return out
 
 def embd_normalize(vec, int mode):
     """common_embd_normalize of a float32 vector (pool.h): -1 none, 0 max-abs (int16 range), 2 euclidean, p."""

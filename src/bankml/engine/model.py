@@ -44,6 +44,27 @@ def pad_ctx(n: int) -> int:
     return -(-n // KV_PAD) * KV_PAD
 
 
+def split_equal(seqs, n_ubatch: int):
+    """The ubatches llama_batch_allocr::split_equal(n_ubatch, sequential = true) cuts from a batch of whole
+    sequences (one KV stream each): seqs, in the batch's order, are (seq_id, n_tokens). Yields (members, nst): the
+    indices in seqs of the ubatch's sequences (from the first with tokens left, each next one whose id is the
+    previous one's + 1) and the tokens each gives (the fewest any of them has left, while (nst + 1) x members
+    stays within n_ubatch; one at least). Rows are grouped by sequence, in members' order."""
+    left = [int(n) for _, n in seqs]
+    while True:
+        members, last = [], None
+        for i, (sid, _) in enumerate(seqs):
+            if left[i] and (last is None or sid == last + 1):
+                members.append(i)
+                last = sid
+        if not members:
+            return
+        nst = max(1, min(min(left[i] for i in members), n_ubatch // len(members)))
+        for i in members:
+            left[i] -= nst
+        yield members, nst
+
+
 # weight types whose matrix products give every column the bits of a one-column product, measured against
 # llama-server's n > 1 steps (one product over every live choice's column; bankml decodes each choice alone).
 # F16 differs: ggml takes another kernel for several columns.
@@ -541,6 +562,60 @@ class Model:
         rc, rows = self._fwd.decode_embd(cache._c, arr.astype(np.int32), pos)
         self._status(rc, cache, arr)
         return rows
+
+    def embed_batch(self, items, pooling: str) -> list[np.ndarray]:
+        """One llama_decode with embeddings on holding several sequences, as llama-server's update_slots gathers
+        embedding prompts on a split KV cache (-np N without -kvu): items, in the batch's order, are (seq_id, cache,
+        tokens, pos) as for decode_batch. The batch is cut into ubatches by split_equal (sequential, as
+        decode_batch cuts it) and each ubatch is pooled as build_pooling pools it (src/llama-graph.cpp), so a
+        sequence that spans several ubatches gets its last ubatch's share pooled (libllama's embd_seq keeps the
+        last one). Returns per item what llama_get_embeddings_seq / _ith give: pooling "none" its rows
+        (float32[n][n_embd]); "mean", "cls", "last" the pooled float32[n_embd]; "rank" float32[1], the n_cls_out
+        (1) floats at the sequence's index in its last ubatch of the pooled output (element s of the ubatch's first
+        pooled row: a llama file has no classifier head). Same refusals as decode_batch, before any cache
+        changes."""
+        if pooling not in ("none", "mean", "cls", "last", "rank"):
+            raise ValueError(f"pooling {pooling!r}: one of none, mean, cls, last, rank")
+        if self._fwd.arch != "llama":
+            raise NotImplementedError(f"embeddings of a {self._fwd.arch} model are not reproduced by bankml yet")
+        items = [(int(s), c, self._checked(t, p, c), int(p)) for s, c, t, p in items]
+        if not items or len(items) > self.n_ubatch:
+            raise ValueError(f"{len(items)} sequences in one decode: 1 .. n_ubatch ({self.n_ubatch})")
+        if any(not 0 <= s < 256 for s, _, _, _ in items) or len({s for s, _, _, _ in items}) != len(items) \
+                or len({id(c) for _, c, _, _ in items}) != len(items):
+            raise ValueError("each sequence of a decode has its own seq_id (0 .. 255) and its own cache")
+        if any(c.has_swa for _, c, _, _ in items):
+            raise NotImplementedError("several sequences in one decode over a sliding-window cache")
+        if len({(c.n_ctx, c.cache_type) for _, c, _, _ in items}) != 1:
+            raise ValueError("the caches of one decode must have the same size and type (libllama's streams do)")
+        rows = [[] for _ in items]
+        pooled: list[np.ndarray | None] = [None] * len(items)
+        for members, nst in split_equal([(s, t.size) for s, _, t, _ in items], self.n_ubatch):
+            taken = [sum(r.shape[0] for r in rows[i]) for i in members]
+            tokens = np.concatenate([items[i][2][k:k + nst] for i, k in zip(members, taken)]).astype(np.int32)
+            rc, out = self._fwd.decode_embd_streams([items[i][1]._c for i in members], tokens, nst,
+                                                    [items[i][3] + k for i, k in zip(members, taken)])
+            self.check_file()
+            if rc == 2:
+                raise ContextFull(items[members[0]][1].n_past, nst, items[members[0]][1].n_ctx)
+            if rc != 0:
+                raise RuntimeError(f"the forward pass failed with status {rc}")
+            for s, i in enumerate(members):
+                rows[i].append(out[s * nst:(s + 1) * nst])
+            if pooling == "mean":
+                vecs = _forward.pool_mean_ubatch(out, len(members))
+            elif pooling == "last":
+                vecs = out[nst - 1::nst]
+            elif pooling != "none":
+                vecs = out[0::nst]                  # cls, rank: each sequence's first row in the ubatch
+            for s, i in enumerate(members):
+                if pooling == "rank":
+                    pooled[i] = np.array(vecs.reshape(-1)[s:s + 1], dtype=np.float32)
+                elif pooling != "none":
+                    pooled[i] = np.array(vecs[s], dtype=np.float32)
+        if pooling == "none":
+            return [np.concatenate(r) for r in rows]
+        return pooled
 
     @staticmethod
     def pool(rows: np.ndarray, pooling: str) -> np.ndarray:

@@ -59,6 +59,9 @@ cdef extern from "forward.h" nogil:
                       bk_fwd_state *st, const int32_t *tokens, int32_t n, int32_t pos0)
     int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
                            bk_fwd_state *st, const int32_t *tokens, int32_t n, int32_t pos0, float *embd)
+    int bk_fwd_decode_embd_streams(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
+                                   bk_kv_cache *const *streams, int32_t ns, const int32_t *tokens, int32_t nst,
+                                   const int32_t *pos0, float *embd)
     # several sequences in one llama_decode (non-unified KV: one stream per sequence)
     int BK_FWD_MAX_SEQ
     ctypedef struct bk_fwd_seq:

@@ -17,8 +17,9 @@ Several inputs at once with more than one slot: llama-server gives each input it
 that fit n_batch together, several sequences in one ubatch, and that changes the bits: mean and cls vectors (at -np N
 split_equal cuts unequal sequences into equal chunks), rank scores (sequence i's score is element i of the ubatch's
 first pooled row), and even last-token rows once cached prefixes mix with new tokens (the attention path follows the
-ubatch's size) — all seen on the oracle. bankml decodes one sequence at a time, so such a request is refused with a
-501 that says so. With one slot (-np 1) the inputs run one after another, as there.
+ubatch's size). On a split KV cache (-np N without -kvu) bankml runs those steps too
+(bankml.server.embeddings.run_group); on a unified one (-kvu, -np auto) such a request is refused with a 501 that
+says why. With one slot (-np 1) the inputs run one after another, as there.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from starlette.routing import Route
 from ...cxx import nljson
 from ...cxx._stl import std_sort
 from .. import embeddings
+from ..batching import unbatched_reason
 from ..generation import Error
 from ..http import Refusal, json_response, off_loop
 from ..routing import context_of
@@ -133,11 +135,14 @@ def _model(body, default: str) -> str:
 
 
 def _one_at_a_time(ctx, n_inputs: int) -> None:
-    """Refuses several inputs on several slots: llama-server's multi-sequence ubatch changes their bits."""
-    if n_inputs > 1 and ctx.n_slots > 1:
+    """Refuses several inputs on several slots that bankml cannot decode together as llama-server does: a unified
+    KV cache (several sequences in one stream), or a graph other than llama's."""
+    if n_inputs > 1 and ctx.n_slots > 1 and not embeddings.batched(ctx):
+        why = unbatched_reason(ctx)
         raise Refusal(501, f"{n_inputs} inputs with {ctx.n_slots} slots: llama-server decodes their prompts together "
-                           "(several sequences in one ubatch), which changes the vectors and scores, and bankml does "
-                           "not reproduce that yet; send one input per request, or serve with -np 1", NOT_SUPPORTED)
+                           f"(several sequences in one ubatch), which changes the vectors and scores, and bankml does "
+                           f"not reproduce that with {why}; send one input per request, or serve with -np 1 (or -np "
+                           "N without -kvu)", NOT_SUPPORTED)
 
 
 def _string_list(v):
@@ -226,8 +231,7 @@ async def _run(request: Request, ctx, req, rerank: bool) -> Response:
         for t in tasks:
             t.cancelled.set()
 
-    for t in tasks:
-        ctx.worker.submit_task(embeddings.run_embedding, t)
+    embeddings.submit(ctx, tasks)
     results = {}
     while len(results) < len(tasks):
         ev = await next_event(request, events, cancel)
