@@ -9,7 +9,10 @@ one call; decode: one call per token plus the argmax, as a greedy server loop do
 the oracle build (`-t 2 -c 4096 -np 1`), one /completion request per round (temperature 0, cache_prompt false,
 n_predict 128, the prompt as token ids), timed by the server's own `timings` (prompt_per_second,
 predicted_per_second: compute only, no HTTP). The llama-server rows are skipped with a reason when the oracle
-build is absent. Both sides' generated tokens are checked equal. No timing is asserted: the machine is shared;
+build is absent. Both sides' generated tokens are checked equal. A third column: llama-server built from the same
+sdist with GGML_NATIVE=ON (testing/build_oracle.sh --native: what a user on this CPU would build; AVX-512), started
+and timed alike, skipped with a reason when that build is absent; its kernels are not the oracle's, so its answers
+may differ in bits: speed only, its tokens are not compared. No timing is asserted: the machine is shared;
 results and the load (`os.getloadavg`) go to the benchmark's extra_info and to PERFORMANCE.md.
 """
 
@@ -106,6 +109,20 @@ def _vm_hwm_kb(pid: int) -> int:
     return 0
 
 
+def native_binary() -> Path:
+    """llama-server built with GGML_NATIVE=ON (testing/build_oracle.sh --native)."""
+    oracle_dir = Path(os.environ.get("BANKML_ORACLE_DIR", Path.home() / ".cache" / "bankml" / "oracle"))
+    return oracle_dir / "build-native" / "bin" / "llama-server"
+
+
+def native_server_class():
+    LlamaServer = _server()
+    if not native_binary().exists():
+        pytest.skip(f"no GGML_NATIVE=ON llama-server at {native_binary()} (testing/build_oracle.sh --native): "
+                    "the native column is left out")
+    return LlamaServer
+
+
 @pytest.fixture(scope="module")
 def server(model_path):
     LlamaServer = _server()
@@ -113,26 +130,37 @@ def server(model_path):
         yield srv
 
 
-def test_llama_server_prefill_and_decode(benchmark, server):
-    benchmark.group = "llama-server b11192 -t 2: one /completion (484 + 128)"
+@pytest.fixture(scope="module")
+def native_server(model_path):
+    LlamaServer = native_server_class()
+    with LlamaServer(model_path, binary=native_binary()) as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("which", ["server", "native"])
+def test_llama_server_prefill_and_decode(benchmark, request, which):
+    # which: "server" (the oracle build) or "native" (GGML_NATIVE=ON: speed only, its bits may differ)
+    srv = request.getfixturevalue("server" if which == "server" else "native_server")
+    benchmark.group = ("llama-server b11192 -t 2: one /completion (484 + 128)" if which == "server" else
+                       "llama-server b11192 GGML_NATIVE=ON -t 2: one /completion (484 + 128), speed only")
     body = {"prompt": PROMPT, "n_predict": N_DECODE, "temperature": 0, "cache_prompt": False,
             "return_tokens": True}
     timings = []
 
     def run():
-        st, res = server.post_json("/completion", body)
+        st, res = srv.post_json("/completion", body)
         assert st == 200, res
         timings.append(res)
 
     benchmark.pedantic(run, rounds=5, warmup_rounds=1)
     res = timings[1:] or timings
-    RESULTS["server_prefill_tps"] = float(np.median([r["timings"]["prompt_per_second"] for r in res]))
-    RESULTS["server_decode_tps"] = float(np.median([r["timings"]["predicted_per_second"] for r in res]))
-    RESULTS["server_tokens"] = res[-1]["tokens"]
-    RESULTS["server_rss_mib"] = _vm_hwm_kb(server.proc.pid) / 1024
-    benchmark.extra_info.update(prefill_tokens_per_s=RESULTS["server_prefill_tps"],
-                                decode_tokens_per_s=RESULTS["server_decode_tps"],
-                                peak_rss_mib=RESULTS["server_rss_mib"], load=os.getloadavg()[0])
+    RESULTS[f"{which}_prefill_tps"] = float(np.median([r["timings"]["prompt_per_second"] for r in res]))
+    RESULTS[f"{which}_decode_tps"] = float(np.median([r["timings"]["predicted_per_second"] for r in res]))
+    RESULTS[f"{which}_tokens"] = res[-1]["tokens"]
+    RESULTS[f"{which}_rss_mib"] = _vm_hwm_kb(srv.proc.pid) / 1024
+    benchmark.extra_info.update(prefill_tokens_per_s=RESULTS[f"{which}_prefill_tps"],
+                                decode_tokens_per_s=RESULTS[f"{which}_decode_tps"],
+                                peak_rss_mib=RESULTS[f"{which}_rss_mib"], load=os.getloadavg()[0])
 
 
 def test_bankml_peak_rss(benchmark, model_path):
@@ -159,6 +187,9 @@ def test_ratios(benchmark):
               "decode": RESULTS["bankml_decode_tps"] / RESULTS["server_decode_tps"]}
     if "bankml_rss_mib" in RESULTS and "server_rss_mib" in RESULTS:
         ratios["peak_rss"] = RESULTS["bankml_rss_mib"] / RESULTS["server_rss_mib"]
+    if "native_decode_tps" in RESULTS:      # speed only: the native build's bits may differ
+        ratios["prefill_vs_native"] = RESULTS["bankml_prefill_tps"] / RESULTS["native_prefill_tps"]
+        ratios["decode_vs_native"] = RESULTS["bankml_decode_tps"] / RESULTS["native_decode_tps"]
     benchmark.pedantic(lambda: None, rounds=1)
     benchmark.extra_info.update({k: round(v, 3) for k, v in ratios.items()})
     benchmark.extra_info.update({k: (round(v, 1) if isinstance(v, float) else None) for k, v in RESULTS.items()

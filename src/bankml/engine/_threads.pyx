@@ -39,3 +39,19 @@ def effective_threads(requested=None):
     except AttributeError:
         pass
     return max(1, n)
+
+
+cdef extern from "omp.h":
+    ctypedef enum omp_pause_resource_t:
+        omp_pause_soft
+    int omp_pause_resource_all(omp_pause_resource_t kind) nogil
+
+
+def release_pool():
+    """Let go of the calling thread's OpenMP thread pool (its helper threads exit; the next parallel region on
+    this thread starts a new one). libgomp shortens every barrier wait to 100 spins before it sleeps on a futex
+    as soon as the threads it manages, over all pools of the process, outnumber the CPUs: a pool left behind on
+    the thread that opened a model (the weights' regroup runs a parallel region there) beside the pool of the
+    thread that decodes is enough on a 2-core machine, and the decode then takes a futex sleep and wake at most
+    of its barriers. Returns libgomp's status (0: released or nothing to release)."""
+    return omp_pause_resource_all(omp_pause_soft)

@@ -31,7 +31,7 @@ import numpy as np
 from ..models import arch, gguf, verify
 from ..errors import ContextFull, InvalidToken, ModelRefused, PositionMismatch
 from . import _forward
-from ._threads import effective_threads
+from ._threads import effective_threads, release_pool
 
 KV_PAD = 256          # llama_context pads n_ctx (and so the cache) to 256 cells
 N_UBATCH = 512        # llama-server's default --ubatch-size
@@ -403,8 +403,10 @@ class Model:
             n_ubatch = min(n_batch, N_UBATCH if n_ubatch is None else n_ubatch)
             if n_ubatch <= 0:
                 raise ValueError(f"n_ubatch must be positive, got {n_ubatch}")
-            return cls(path, f, hp, n_ctx, effective_threads(n_threads), oracle_threads, cache_type, n_ubatch,
-                       regroup, swa_full)
+            model = cls(path, f, hp, n_ctx, effective_threads(n_threads), oracle_threads, cache_type, n_ubatch,
+                        regroup, swa_full)
+            release_pool()      # the regroup's threads: the thread that decodes is then the only team (_threads)
+            return model
         except BaseException:
             f.close()
             raise
