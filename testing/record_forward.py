@@ -71,6 +71,10 @@ MODELS = {
     # Q2_0 every matrix but the Q8_0 embedding; Q1_0 the ffn_down matrices (tests/quantize_cases.Q1_0_OVERRIDES)
     "qwen3_q2_0": "derived/smollm2-135m-instruct-qwen3-q2_0.gguf",
     "qwen3_q1_0": "derived/smollm2-135m-instruct-qwen3-q1_0.gguf",
+    # `bankml quantize ... Q4_K_M` (llama-quantize's bytes): Q5_0 / Q8_0 where rows of 576 send Q4_K / Q6_K to
+    # their fallbacks, Q4_K and Q6_K on ffn_down (rows of 1536)
+    "q4_k_m": "derived/smollm2-135m-instruct-q4_k_m.gguf",
+    "qwen3_q4_k_m": "derived/smollm2-135m-instruct-qwen3-q4_k_m.gguf",
 }
 
 
@@ -81,7 +85,10 @@ def derived(key: str) -> Path:
     src = model_path(MODELS["q4_1"])
     dst = src.parent / MODELS[key]
     if not dst.exists():
-        if key.startswith("qwen3_"):
+        if key.endswith("q4_k_m"):
+            from bankml.models import quantize
+            quantize.convert(derived("qwen3") if key.startswith("qwen3") else src, dst, "Q4_K_M", progress=False)
+        elif key.startswith("qwen3_"):
             sys.path.insert(0, str(REPO / "tests"))
             from quantize_cases import bonsai_derived
             bonsai_derived(derived("qwen3"), dst, key.split("_", 1)[1].upper())
@@ -166,7 +173,8 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
     steps) greedy steps, at llama -t `threads`. path: a model file other than MODELS[model_key]'s; context:
     more keys for the record's context."""
     if path is None:
-        path = derived(model_key) if model_key.startswith(("f32", "qwen3")) else model_path(MODELS[model_key])
+        path = (derived(model_key) if model_key.startswith(("f32", "qwen3", "q4_k_m"))
+                else model_path(MODELS[model_key]))
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
     with Llama(path, n_ctx=4096, n_threads=threads, type_k=kv, type_v=kv, poll=0) as L:
@@ -298,7 +306,7 @@ def main(argv: list[str]) -> None:
             rec = record_ops()
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
-        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0"):
+        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0", "q4_k_m", "qwen3_q4_k_m"):
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:
             rec = record_set(name, name, 300)

@@ -200,7 +200,8 @@ int bk_fwd_state_alloc(bk_fwd_state *st, const bk_model_config *cfg, const bk_mo
     sizes[ns++] = up64(nu * 4);                                     /* idxs */
     sizes[ns++] = up64(nu * 4);                                     /* pos */
     sizes[ns++] = up64((attn_floats > attn_q8 ? attn_floats : attn_q8) * 4); /* attention scratch */
-    sizes[ns++] = swa ? up64(nu * cfg->n_embd * 4) : 0;             /* y */
+    /* y: gemma3's product before its post-norm; the repacked Q4_K products with a residual (llama) */
+    sizes[ns++] = swa || kmax % BK_QK_K == 0 ? up64(nu * cfg->n_embd * 4) : 0;  /* y */
     sizes[ns++] = swa ? up64(nu * cfg->n_rot * 4) : 0;              /* rope_swa */
     sizes[ns++] = swa ? up64(nu * kv_max * 2) : 0;                  /* mask_swa */
     sizes[ns++] = swa ? up64(nu * 4) : 0;                           /* idxs_swa */
@@ -352,12 +353,33 @@ static void prep_col(const act_view *v, const bk_mm_job *jobs, int nj, const flo
 
 /* The rows of each job split over the threads (bk_matmul_split); columns c0 .. c0+nc-1, their activations in v
  * (column c0 at the base); n_node decides the kernels. */
-static void run_jobs(const act_view *v, const bk_mm_job *jobs, int nj, int64_t c0, int nc, int n_node, int ith,
-                     int nth) {
+static int repacked_q4_K(const bk_matrix *W) { return W->type == BK_TYPE_Q4_K && W->x8; }
+
+/* A repacked Q4_K job over the site's whole node (its activations laid out by bk_act_prepare_q4_K_8x8 in
+ * act_q4k): the product of this thread's rows, then, with a residual, out = product + res row by row (ggml's
+ * MUL_MAT then ADD; the product goes through the state's y as the residual may be out itself). */
+static void run_q4_K_job(const bk_fwd_state *st, const bk_mm_job *J, int64_t c0, int nc, int64_t r0, int64_t r1) {
+    const size_t a_col = bk_act_row_bytes_q8_K(J->W->k);
+    if (!J->res) {
+        bk_matmul(J->W, st->act_q4k, a_col, nc, nc, r0, r1, J->out + c0 * J->out_col, J->out_col, NULL, 0);
+        return;
+    }
+    bk_matmul(J->W, st->act_q4k, a_col, nc, nc, r0, r1, st->y, J->out_col, NULL, 0);
+    for (int c = 0; c < nc; c++) {
+        float *o = J->out + (c0 + c) * J->out_col;
+        const float *p = st->y + c * J->out_col, *rs = J->res + (c0 + c) * J->out_col;
+        for (int64_t r = r0; r < r1; r++) o[r] = p[r] + rs[r];
+    }
+}
+
+static void run_jobs(const bk_fwd_state *st, const act_view *v, const bk_mm_job *jobs, int nj, int64_t c0, int nc,
+                     int n_node, int ith, int nth) {
     for (int j = 0; j < nj; j++) {
         const bk_mm_job *J = &jobs[j];
         const int64_t r0 = bk_matmul_split(J->W->m, ith, nth), r1 = bk_matmul_split(J->W->m, ith + 1, nth);
-        if (r0 < r1) {
+        if (r0 < r1 && repacked_q4_K(J->W)) {
+            run_q4_K_job(st, J, c0, nc, r0, r1);
+        } else if (r0 < r1) {
             const int s = act_slot(bk_act_type(J->W->type));
             bk_matmul(J->W, v->base[s], v->col[s], nc, n_node, r0, r1, J->out + c0 * J->out_col, J->out_col,
                       J->res ? J->res + c0 * J->out_col : NULL, J->out_col);
@@ -373,7 +395,9 @@ static act_view prep_site(const bk_ubatch *u, const bk_site *S, int nj, int ith,
     const float eps = u->cfg->rms_eps;
     const int32_t k = S->k;
     float *scratch = st->scratch + (size_t)ith * st->scratch_floats;  /* this thread's float[k] */
-    if (S->nc <= PRIV) {
+    int q4k = 0;
+    for (int j = 0; j < nj; j++) q4k |= repacked_q4_K(S->jobs[j].W);
+    if (S->nc <= PRIV && !q4k) {
         const act_view v = private_view(st, ith);
         for (int i = 0; i < S->nc; i++) {
             const float *src = S->x + (S->c0 + i) * S->x_row;
@@ -402,6 +426,11 @@ static act_view prep_site(const bk_ubatch *u, const bk_site *S, int nj, int ith,
         prep_col(&v, S->jobs, nj, src, k, i);
     }
 #pragma omp barrier
+    if (q4k) {  /* the repacked Q4_K jobs read the whole node's columns in ggml's q8_K 4x8 layout */
+        const float *x0 = S->norm ? st->h + S->c0 * S->x_row : S->x + S->c0 * S->x_row;
+        bk_act_prepare_q4_K_8x8(x0, S->x_row, S->nc, k, st->act_q4k, ith, nth);
+#pragma omp barrier
+    }
     return v;
 }
 
@@ -434,7 +463,7 @@ void bk_fwd_embed(const bk_ubatch *u, int ith, int nth) {
 void bk_fwd_site(const bk_ubatch *u, const bk_site *s, int ith, int nth) {
     const int nj = n_jobs(s);
     const act_view v = prep_site(u, s, nj, ith, nth);
-    run_jobs(&v, s->jobs, nj, s->c0, s->nc, s->n_node, ith, nth);
+    run_jobs(u->st, &v, s->jobs, nj, s->c0, s->nc, s->n_node, ith, nth);
 }
 
 void bk_fwd_qkv_site(const bk_ubatch *u, int l, int ith, int nth) {
@@ -451,8 +480,14 @@ void bk_fwd_qkv_site(const bk_ubatch *u, int l, int ith, int nth) {
 }
 
 void bk_fwd_down_site(const bk_ubatch *u, const bk_site *s, int ith, int nth) {
-    const act_view v = down_view(u->st, s->c0);
-    run_jobs(&v, s->jobs, n_jobs(s), s->c0, s->nc, s->n_node, ith, nth);
+    const bk_fwd_state *st = u->st;
+    const act_view v = down_view(st, s->c0);
+    if (repacked_q4_K(s->jobs[0].W)) {  /* after bk_fwd_swiglu and its barrier: the node's rows of h, repacked */
+        const int F = u->cfg->n_ff;
+        bk_act_prepare_q4_K_8x8(st->h + s->c0 * F, F, s->nc, F, st->act_q4k, ith, nth);
+#pragma omp barrier
+    }
+    run_jobs(st, &v, s->jobs, n_jobs(s), s->c0, s->nc, s->n_node, ith, nth);
 }
 
 /* RoPE of the elements r0 <= r < r1 of a row of heads of hd values (pairs never straddle r0, r1: both even) */
