@@ -145,3 +145,24 @@ def sdist_vocab():
         return p
 
     return get
+
+
+def _q4_k_m(src: Path) -> Path:
+    # `bankml quantize SRC DST Q4_K_M` (llama-quantize's bytes: tests/test_quantize.py), made once in the models
+    # directory's derived/ as testing/record_forward.py makes it; the forward records pin its sha256
+    name = src.stem.removesuffix("-q4_1") + "-q4_k_m.gguf"
+    dst = models_dir() / "derived" / name
+    if not dst.exists():
+        from bankml.models import quantize
+        quantize.convert(src, dst, "Q4_K_M", progress=False)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def smollm2_q4_k_m_path(smollm2_path) -> Path:
+    return _q4_k_m(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_qwen3_q4_k_m_path(smollm2_qwen3_path) -> Path:
+    return _q4_k_m(smollm2_qwen3_path)

@@ -29,8 +29,8 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 
 # Types an architecture's graph runs beyond WEIGHT_TYPES, per role: gemma3's matrices also in Q5_0, Q4_K (the
 # repacked q4_K_8x8 products llama-server runs) and Q6_K, bit-exact on Gemma 3 270M Q4_K_M
-# (tests/test_forward_gemma3.py). The llama graph does not take them yet: its shared steps quantize Q8_0 blocks
-# per thread and add residuals in the product, which the K-quant layouts do not allow.
+# (tests/test_forward_gemma3.py); the llama and qwen3 graphs too, bit-exact on SmolLM2 and its qwen3 re-description
+# in Q4_K_M (tests/test_forward_kquants_llama.py).
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
