@@ -23,6 +23,7 @@ objects), SSE streams event by event.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -564,3 +565,17 @@ def replay(session: dict, model: str, argv_extra: list[str] | None = None) -> li
         req = session["steps"][i]["request"]
         problems += [f"step {i} {req['method']} {req['path']}: {d}" for d in differences(want, got)]
     return problems
+
+
+@functools.lru_cache(maxsize=None)
+def _file_sha256(path: str) -> str:
+    from bankml.models.verify import sha256_file
+    return sha256_file(path)
+
+
+def assert_replays_on_pinned(session: dict, path) -> None:
+    """A session whose record pins its model file's sha256 ("sha256"): the file checked (once per path), then the
+    session replayed on a fresh bankml-serve, every answer identical."""
+    assert _file_sha256(str(path)) == session["sha256"], f"{path} is not the file the session was recorded on"
+    problems = replay(session, str(path))
+    assert not problems, f"{session['name']} ({len(problems)} differences):\n" + "\n".join(problems[:8])

@@ -703,10 +703,8 @@ void bk_fwd_head(const bk_ubatch *u, int ith, int nth) {
     const bk_site S = {.x = u->st->x, .x_row = u->cfg->n_embd, .k = u->cfg->n_embd, .norm = w->output_norm,
                        .c0 = u->out_c0, .nc = u->n_out, .n_node = u->n_out, .jobs = {{.W = &w->output}}};
     const act_view v = prep_site(u, &S, 1, ith, nth);
-    const int s = act_slot(bk_act_type(w->output.type));
-    const int64_t a = bk_matmul_split(w->output.m, ith, nth), b = bk_matmul_split(w->output.m, ith + 1, nth);
-    bk_matmul(&w->output, v.base[s], v.col[s], u->n_out, u->n_out, a, b, u->logits ? u->logits : u->st->logits,
-              u->cfg->n_vocab, NULL, 0);
+    const bk_mm_job J = {.W = &w->output, .out = u->logits ? u->logits : u->st->logits, .out_col = u->cfg->n_vocab};
+    run_jobs(u->st, &v, &J, 1, 0, u->n_out, u->n_out, ith, nth);  /* a repacked Q4_K head included */
 }
 
 void bk_fwd_gather_outputs(const bk_ubatch *u, int ith, int nth) {
