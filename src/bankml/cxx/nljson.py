@@ -118,30 +118,20 @@ def _float(x: float) -> str:
     return _dtoa.number_text(x)
 
 
+#: the characters nlohmann's dump escapes (the quote, the backslash, the C0 controls); every other code point,
+#: including a lone surrogate, is written as it is
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match) -> str:
+    ch = m.group()
+    return _SHORT.get(ch) or "\\u%04x" % ord(ch)
+
+
 def _str(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        o = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif o < 0x20:
-            out.append("\\u%04x" % o)
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    """A string as json::dump writes it (ensure_ascii off): the short escapes, \\u00XX for the other controls."""
+    return '"' + _ESCAPED.sub(_escape, s) + '"'
 
 
 _LITERALS = {None: "null", True: "true", False: "false"}

@@ -353,6 +353,8 @@ async def _answer(request: Request, ctx, prep: Prepared, t0: float, session) -> 
             while True:
                 if pending:
                     i, ev = pending.pop(0)
+                elif not events.empty():         # already queued: no waiter task for it
+                    i, ev = events.get_nowait()
                 else:
                     try:
                         i, ev = await asyncio.wait_for(events.get(), timeout=ping if ping > 0 else None)
