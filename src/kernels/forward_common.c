@@ -359,6 +359,8 @@ static void prep_col(const act_view *v, const bk_mm_job *jobs, int nj, const flo
  * (column c0 at the base); n_node decides the kernels. */
 static int repacked_q4_K(const bk_matrix *W) { return W->type == BK_TYPE_Q4_K && W->x8; }
 
+int bk_fwd_repacked_q4_K(const bk_matrix *W) { return repacked_q4_K(W); }
+
 /* A repacked Q4_K job over the site's whole node (its activations laid out by bk_act_prepare_q4_K_8x8 in
  * act_q4k): the product of this thread's rows, then, with a residual, out = product + res row by row (ggml's
  * MUL_MAT then ADD; the product goes through the state's y as the residual may be out itself). */
