@@ -15,6 +15,7 @@ docs, cut to lengths 1 .. 1500 tokens that cross 64, 256, 512 and 1024 on both s
 random token ids. Token ids come from libllama's llama_tokenize, so the suite replays them without a tokenizer.
 
 Sets:
+  ops_k             MUL_MAT of Q5_1 / Q5_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
   ops               single ggml ops (MUL_MAT of F32 / F16 / Q4_1 / Q8_0 weights, RMS_NORM + MUL, ROPE, GET_ROWS) of
                     the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py; testing/ggml_forward_ops.py)
   q4_1, f16, q8_0   SmolLM2-135M-Instruct Q4_1 and the F16 / Q8_0 files bankml's converter derives from it:
@@ -75,19 +76,29 @@ MODELS = {
     # their fallbacks, Q4_K and Q6_K on ffn_down (rows of 1536)
     "q4_k_m": "derived/smollm2-135m-instruct-q4_k_m.gguf",
     "qwen3_q4_k_m": "derived/smollm2-135m-instruct-qwen3-q4_k_m.gguf",
+    # the same with Q5_K_M, Q5_K_S and Q5_1 (llama-quantize's bytes too): rows of 576 send Q5_K to its fallback
+    # Q5_1 (and Q6_K to Q8_0), the ffn_down matrices (rows of 1536) are Q5_K or Q6_K
+    "q5_k_m": "derived/smollm2-135m-instruct-q5_k_m.gguf",
+    "q5_k_s": "derived/smollm2-135m-instruct-q5_k_s.gguf",
+    "q5_1": "derived/smollm2-135m-instruct-q5_1.gguf",
+    "qwen3_q5_k_m": "derived/smollm2-135m-instruct-qwen3-q5_k_m.gguf",  # the qwen3 file, `bankml quantize`d
 }
+# the files `bankml quantize` makes from the Q4_1 file (or from its qwen3 re-description): key -> type
+QUANTIZED = {"q4_k_m": "Q4_K_M", "qwen3_q4_k_m": "Q4_K_M", "q5_k_m": "Q5_K_M", "q5_k_s": "Q5_K_S", "q5_1": "Q5_1",
+             "qwen3_q5_k_m": "Q5_K_M"}
 
 
 def derived(key: str) -> Path:
     """A file bankml derives from the Q4_1 one, made when missing (deterministic; the record keeps its sha256):
     "f32" re-encoded by bankml's converter, "qwen3" re-described by bankml.models.redescribe, "qwen3_q2_0" /
-    "qwen3_q1_0" that one quantized by `bankml quantize`."""
+    "qwen3_q1_0" that one quantized by `bankml quantize`, the QUANTIZED ones too."""
     src = model_path(MODELS["q4_1"])
     dst = src.parent / MODELS[key]
     if not dst.exists():
-        if key.endswith("q4_k_m"):
+        if key in QUANTIZED:
             from bankml.models import quantize
-            quantize.convert(derived("qwen3") if key.startswith("qwen3") else src, dst, "Q4_K_M", progress=False)
+            quantize.convert(derived("qwen3") if key.startswith("qwen3") else src, dst, QUANTIZED[key],
+                             progress=False)
         elif key.startswith("qwen3_"):
             sys.path.insert(0, str(REPO / "tests"))
             from quantize_cases import bonsai_derived
@@ -173,7 +184,7 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
     steps) greedy steps, at llama -t `threads`. path: a model file other than MODELS[model_key]'s; context:
     more keys for the record's context."""
     if path is None:
-        path = (derived(model_key) if model_key.startswith(("f32", "qwen3", "q4_k_m"))
+        path = (derived(model_key) if model_key.startswith(("f32", "qwen3")) or model_key in QUANTIZED
                 else model_path(MODELS[model_key]))
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
@@ -280,6 +291,26 @@ def record_ops() -> dict:
     return out
 
 
+def record_ops_k() -> dict:
+    """MUL_MAT of Q5_1 / Q5_K weights and GET_ROWS of Q4_K / Q5_K / Q6_K tables by the oracle's libggml-cpu on
+    seeded inputs (tests/forward_inputs.py K_MATMUL_CASES, K_GET_ROWS_CASES), 2 threads."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import forward_inputs as FI
+    from testing import ggml_forward_ops as G
+    out = {"what": "ggml ops computed by the oracle's libggml-cpu (2 threads) on inputs from tests/forward_inputs.py",
+           "oracle": ORACLE, "hash": "sha256 of the float32 result", "mul_mat": [], "get_rows": []}
+    for i, (t, m, k, n) in enumerate(FI.K_MATMUL_CASES):
+        y = G.mul_mat(FI.TYPE_IDS[t], FI.weights(t, m, k, 900 + i), k, FI.activations(n, k, 900 + i))
+        out["mul_mat"].append({"type": t, "m": m, "k": k, "n": n, "seed": 900 + i, "sha256": FI.sha256(y)})
+    for i, (t, k) in enumerate(FI.K_GET_ROWS_CASES):
+        table = FI.weights(t, 300, k, 1900 + i)
+        ids = np.array(list(range(0, 300, 7)) + [299, 7, 7], dtype=np.int32)
+        out["get_rows"].append({"type": t, "k": k, "rows": 300, "ids": ids.tolist(), "seed": 1900 + i,
+                                "sha256": FI.sha256(G.get_rows(FI.TYPE_IDS[t], table, k, ids))})
+    print(f"ops_k: {len(out['mul_mat'])} mul_mat, {len(out['get_rows'])} get_rows")
+    return out
+
+
 # synthetic shapes (bankml.models.synth): head size 128 / 256 / 64 with GQA 4 / 1 / 8, untied outputs, qwen3's
 # norms at head size 128, and the 1B model; made when missing in <models>/derived, pinned by the records' sha256
 SHAPE_SETS = [("llama-h128-gqa4-untied", "Q8_0"), ("llama-h256-gqa1", "Q8_0"), ("llama-h64-gqa8-untied", "Q4_1"),
@@ -293,6 +324,21 @@ def synth(shape: str, tname: str) -> Path:
     return sy.ensure(model_path(MODELS["q4_1"]).parent, shape, tname, model_path(MODELS["q4_1"]))
 
 
+# the K mix on the synthetic shapes: `bankml quantize ... Q4_K_M` of the untied head-size-128 file (F16: its
+# token_embd becomes Q4_K, its output Q6_K), of the qwen3 one (tied: token_embd Q6_K) and of the 1B llama (Q4_1; rows of 2048 and 5632: every matrix a
+# K-quant, token_embd Q4_K)
+SHAPE_K_SETS = [("llama-h128-gqa4-untied", "F16", SHAPE_PICK), ("qwen3-h128-gqa4", "Q8_0", SHAPE_PICK),
+                ("llama-1b", "Q4_1", SHAPE_1B_PICK)]
+
+
+def synth_q4_k_m(shape: str, src_type: str) -> Path:
+    dst = synth(shape, src_type).parent / f"synth-{shape}-q4_k_m.gguf"
+    if not dst.exists():
+        from bankml.models import quantize
+        quantize.convert(synth(shape, src_type), dst, "Q4_K_M", progress=False)
+    return dst
+
+
 def record_shapes() -> dict:
     return {"sets": [record_set(f"shape-{s}-{t.lower()}", "q4_1", 8, path=synth(s, t), pick=SHAPE_PICK,
                                 context={"shape": s}) for s, t in SHAPE_SETS]}
@@ -304,9 +350,11 @@ def main(argv: list[str]) -> None:
     for name in want:
         if name == "ops":
             rec = record_ops()
+        elif name == "ops_k":
+            rec = record_ops_k()
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
-        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0", "q4_k_m", "qwen3_q4_k_m"):
+        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0") + tuple(QUANTIZED):
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:
             rec = record_set(name, name, 300)
@@ -321,6 +369,10 @@ def main(argv: list[str]) -> None:
         elif name == "shapes_1b":
             rec = record_set("shape-llama-1b-q4_1", "q4_1", 6, path=synth("llama-1b", "Q4_1"), pick=SHAPE_1B_PICK,
                              context={"shape": "llama-1b"})
+        elif name == "shapes_q4_k_m":
+            rec = {"sets": [record_set(f"shape-{s}-q4_k_m", "q4_1", 8 if s != "llama-1b" else 6,
+                                       path=synth_q4_k_m(s, t), pick=pick, context={"shape": s, "from": t})
+                            for s, t, pick in SHAPE_K_SETS]}
         elif name == "threads":
             rec = {"sets": [record_set(f"threads-{t}", "q4_1", 100, threads=t, pick=THREAD_PICK) for t in (1, 3)]}
         else:

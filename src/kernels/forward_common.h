@@ -95,6 +95,11 @@ void bk_fwd_embed(const bk_ubatch *u, int ith, int nth);
  * over the threads (bk_matmul_split). */
 void bk_fwd_site(const bk_ubatch *u, const bk_site *s, int ith, int nth);
 
+/* W is a Q4_K matrix repacked by 8 rows (q4_K_8x8). Its MUL_MAT takes the node's first n - n % 4 columns by
+ * 4-column gemm (activations quantized four rows at a time) and the rest by gemv, so a column's bits depend on
+ * its place in the node: a site over part of a node (nc < n_node) must not run such a matrix. */
+int bk_fwd_repacked_q4_K(const bk_matrix *W);
+
 /* The Q, K, V site of layer l: RMS_NORM(x) * attn_norm into q, k, v over the ubatch's n columns. */
 void bk_fwd_qkv_site(const bk_ubatch *u, int l, int ith, int nth);
 

@@ -60,16 +60,23 @@ static void llama_graph(const bk_ubatch *u, int qk_norm, int ith, int nth) {
         bk_fwd_attention(u, l, ith, nth);
 #pragma omp barrier
         if (last && !u->want_logits) break;
-        if (last && u->out_rows) {
+        /* output projection + residual. wo's node has the ubatch's n columns and the output rows are taken after
+         * it: on the last layer the site runs the output columns only, unless wo is a repacked Q4_K matrix (a
+         * column's gemm or gemv follows its place among the n): then all n columns, gathered after */
+        const int wo_all = last && bk_fwd_repacked_q4_K(&L->wo);
+        if (last && u->out_rows && !wo_all) {
             bk_fwd_gather_outputs(u, ith, nth);
 #pragma omp barrier
         }
-
-        /* output projection + residual (wo's node has the ubatch's n columns) */
         bk_fwd_site(u, &(const bk_site){
-            .x = st->att, .x_row = nq, .k = (int32_t)nq, .rotate64 = u->rot_out, .c0 = c0, .nc = nc, .n_node = n,
-            .jobs = {{.W = &L->wo, .out = st->x, .out_col = E, .res = st->x}}}, ith, nth);
+            .x = st->att, .x_row = nq, .k = (int32_t)nq, .rotate64 = u->rot_out, .c0 = wo_all ? 0 : c0,
+            .nc = wo_all ? n : nc, .n_node = n, .jobs = {{.W = &L->wo, .out = st->x, .out_col = E, .res = st->x}}},
+            ith, nth);
 #pragma omp barrier
+        if (wo_all && u->out_rows) {
+            bk_fwd_gather_outputs(u, ith, nth);
+#pragma omp barrier
+        }
 
         /* feed-forward: norm, gate and up, SwiGLU, down + residual */
         bk_fwd_site(u, &(const bk_site){
