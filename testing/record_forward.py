@@ -27,6 +27,9 @@ Sets:
   qwen3_q2_0,       that file quantized by `bankml quantize` as Q2_0 (every matrix; the embedding stays Q8_0) and
   qwen3_q1_0        as Q1_0 (ffn_down; the rows of 576 kept Q8_0 by --tensor-type, llama-quantize's only way):
                     the qwen3 set's prompts and steps
+  q2_k_overrides,   the F16 file quantized by `bankml quantize` as Q2_K / Q3_K_S with --tensor-type overrides
+  q3_k_s_overrides, (Q23_SETS: attention, gate, up Q8_0; ffn_down Q2_K / Q3_K), and the qwen3 file as Q2_K (ffn_down
+  qwen3_q2_k_overrides  Q2_K on layers 0-9, Q3_K after): the qwen3 set's prompts and steps
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -75,7 +78,19 @@ MODELS = {
     # their fallbacks, Q4_K and Q6_K on ffn_down (rows of 1536)
     "q4_k_m": "derived/smollm2-135m-instruct-q4_k_m.gguf",
     "qwen3_q4_k_m": "derived/smollm2-135m-instruct-qwen3-q4_k_m.gguf",
+    # `bankml quantize` with --tensor-type overrides (Q23_SETS): SmolLM2's plain Q2_K / Q3_K_S / Q3_K_M mixes put
+    # Q4_0 (the fallback of rows of 576) on attention, gate and up, and Q3_K_M Q5_K on one matrix, neither played
+    # yet; the overrides keep those Q8_0 so the files hold Q2_K / Q3_K where K types fit (ffn_down, rows of 1536)
+    "q2_k_overrides": "derived/smollm2-135m-instruct-f16-q2_k-overrides.gguf",
+    "q3_k_s_overrides": "derived/smollm2-135m-instruct-f16-q3_k_s-overrides.gguf",
+    "qwen3_q2_k_overrides": "derived/smollm2-135m-instruct-qwen3-q2_k-overrides.gguf",
 }
+# set -> (source: "f16" the F16 file or "qwen3" the Q4_1 file re-described, llama-quantize mix, overrides)
+Q23_BASE = (("attn_", "q8_0"), ("ffn_(gate|up)", "q8_0"))
+Q23_SETS = {"q2_k_overrides": ("f16", "Q2_K", Q23_BASE + (("ffn_down", "q2_k"),)),  # ffn_down Q2_K
+            "q3_k_s_overrides": ("f16", "Q3_K_S", Q23_BASE),  # ffn_down Q3_K (the mix's)
+            # ffn_down Q2_K on layers 0-9, Q3_K (the mix's) on 10-29
+            "qwen3_q2_k_overrides": ("qwen3", "Q2_K", Q23_BASE + (("blk\\.[0-9]\\.ffn_down", "q2_k"),))}
 
 
 def derived(key: str) -> Path:
@@ -85,7 +100,12 @@ def derived(key: str) -> Path:
     src = model_path(MODELS["q4_1"])
     dst = src.parent / MODELS[key]
     if not dst.exists():
-        if key.endswith("q4_k_m"):
+        if key in Q23_SETS:
+            from bankml.models import quantize
+            base, mix, tts = Q23_SETS[key]
+            quantize.convert(derived(base) if base == "qwen3" else model_path(MODELS[base]), dst, mix,
+                             tensor_types=list(tts), progress=False)
+        elif key.endswith("q4_k_m"):
             from bankml.models import quantize
             quantize.convert(derived("qwen3") if key.startswith("qwen3") else src, dst, "Q4_K_M", progress=False)
         elif key.startswith("qwen3_"):
@@ -173,7 +193,7 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
     steps) greedy steps, at llama -t `threads`. path: a model file other than MODELS[model_key]'s; context:
     more keys for the record's context."""
     if path is None:
-        path = (derived(model_key) if model_key.startswith(("f32", "qwen3", "q4_k_m"))
+        path = (derived(model_key) if (model_key.startswith(("f32", "qwen3", "q4_k_m")) or model_key in Q23_SETS)
                 else model_path(MODELS[model_key]))
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
@@ -306,7 +326,7 @@ def main(argv: list[str]) -> None:
             rec = record_ops()
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
-        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0", "q4_k_m", "qwen3_q4_k_m"):
+        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0", "q4_k_m", "qwen3_q4_k_m") or name in Q23_SETS:
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:
             rec = record_set(name, name, 300)

@@ -31,13 +31,17 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # repacked q4_K_8x8 products llama-server runs) and Q6_K, bit-exact on Gemma 3 270M Q4_K_M
 # (tests/test_forward_gemma3.py); the llama and qwen3 graphs too, bit-exact on SmolLM2 and its qwen3 re-description
 # in Q4_K_M (tests/test_forward_kquants_llama.py).
+# The llama and qwen3 graphs' matrices also in Q2_K and Q3_K (one vec_dot per output against Q8_K activations,
+# as the AVX2 build runs them: no repack, no sgemm), bit-exact on SmolLM2 and its qwen3 re-description with
+# Q2_K / Q3_K ffn_down matrices (tests/test_forward_kquants_q23.py, records q2_k_overrides.json,
+# q3_k_s_overrides.json and qwen3_q2_k_overrides.json: COUNTS).
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
 ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
     "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
-    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q5_0", "Q4_K", "Q6_K"}},
-    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
+    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q5_0", "Q4_K", "Q6_K", "Q2_K", "Q3_K"}},
+    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K", "Q2_K", "Q3_K"}},
 }
 
 
