@@ -15,6 +15,7 @@ docs, cut to lengths 1 .. 1500 tokens that cross 64, 256, 512 and 1024 on both s
 random token ids. Token ids come from libllama's llama_tokenize, so the suite replays them without a tokenizer.
 
 Sets:
+  ops_k             MUL_MAT of Q5_1 / Q5_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
   ops               single ggml ops (MUL_MAT of F32 / F16 / Q4_1 / Q8_0 weights, RMS_NORM + MUL, ROPE, GET_ROWS) of
                     the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py; testing/ggml_forward_ops.py)
   q4_1, f16, q8_0   SmolLM2-135M-Instruct Q4_1 and the F16 / Q8_0 files bankml's converter derives from it:
@@ -78,6 +79,12 @@ MODELS = {
     # their fallbacks, Q4_K and Q6_K on ffn_down (rows of 1536)
     "q4_k_m": "derived/smollm2-135m-instruct-q4_k_m.gguf",
     "qwen3_q4_k_m": "derived/smollm2-135m-instruct-qwen3-q4_k_m.gguf",
+    # the same with Q5_K_M, Q5_K_S and Q5_1 (llama-quantize's bytes too): rows of 576 send Q5_K to its fallback
+    # Q5_1 (and Q6_K to Q8_0), the ffn_down matrices (rows of 1536) are Q5_K or Q6_K
+    "q5_k_m": "derived/smollm2-135m-instruct-q5_k_m.gguf",
+    "q5_k_s": "derived/smollm2-135m-instruct-q5_k_s.gguf",
+    "q5_1": "derived/smollm2-135m-instruct-q5_1.gguf",
+    "qwen3_q5_k_m": "derived/smollm2-135m-instruct-qwen3-q5_k_m.gguf",  # the qwen3 file, `bankml quantize`d
     # `bankml quantize` with --tensor-type overrides (Q23_SETS): SmolLM2's plain Q2_K / Q3_K_S / Q3_K_M mixes put
     # Q4_0 (the fallback of rows of 576) on attention, gate and up, and Q3_K_M Q5_K on one matrix, neither played
     # yet; the overrides keep those Q8_0 so the files hold Q2_K / Q3_K where K types fit (ffn_down, rows of 1536)
@@ -85,18 +92,21 @@ MODELS = {
     "q3_k_s_overrides": "derived/smollm2-135m-instruct-f16-q3_k_s-overrides.gguf",
     "qwen3_q2_k_overrides": "derived/smollm2-135m-instruct-qwen3-q2_k-overrides.gguf",
 }
-# set -> (source: "f16" the F16 file or "qwen3" the Q4_1 file re-described, llama-quantize mix, overrides)
-Q23_BASE = (("attn_", "q8_0"), ("ffn_(gate|up)", "q8_0"))
-Q23_SETS = {"q2_k_overrides": ("f16", "Q2_K", Q23_BASE + (("ffn_down", "q2_k"),)),  # ffn_down Q2_K
-            "q3_k_s_overrides": ("f16", "Q3_K_S", Q23_BASE),  # ffn_down Q3_K (the mix's)
-            # ffn_down Q2_K on layers 0-9, Q3_K (the mix's) on 10-29
-            "qwen3_q2_k_overrides": ("qwen3", "Q2_K", Q23_BASE + (("blk\\.[0-9]\\.ffn_down", "q2_k"),))}
+# the files `bankml quantize` makes from the Q4_1 file (or from its qwen3 re-description): key -> type
+QUANTIZED = {"q4_k_m": "Q4_K_M", "qwen3_q4_k_m": "Q4_K_M", "q5_k_m": "Q5_K_M", "q5_k_s": "Q5_K_S", "q5_1": "Q5_1",
+             "qwen3_q5_k_m": "Q5_K_M"}
+# set -> (source: "f16" the F16 file or "qwen3" the Q4_1 file re-described, llama-quantize mix, overrides): the
+# llama-quantize cases of tests/quantize_cases.py (ffn_down Q2_K, Q3_K, or Q2_K on layers 0-9 and Q3_K after)
+sys.path.insert(0, str(REPO / "tests"))
+from quantize_cases import Q23_OVERRIDES  # noqa: E402
+
+Q23_SETS = {k: (src, mix, tuple(tuple(t.split("=", 1)) for t in tts)) for k, (src, mix, tts) in Q23_OVERRIDES.items()}
 
 
 def derived(key: str) -> Path:
     """A file bankml derives from the Q4_1 one, made when missing (deterministic; the record keeps its sha256):
     "f32" re-encoded by bankml's converter, "qwen3" re-described by bankml.models.redescribe, "qwen3_q2_0" /
-    "qwen3_q1_0" that one quantized by `bankml quantize`."""
+    "qwen3_q1_0" that one quantized by `bankml quantize`, the QUANTIZED ones too."""
     src = model_path(MODELS["q4_1"])
     dst = src.parent / MODELS[key]
     if not dst.exists():
@@ -105,9 +115,10 @@ def derived(key: str) -> Path:
             base, mix, tts = Q23_SETS[key]
             quantize.convert(derived(base) if base == "qwen3" else model_path(MODELS[base]), dst, mix,
                              tensor_types=list(tts), progress=False)
-        elif key.endswith("q4_k_m"):
+        elif key in QUANTIZED:
             from bankml.models import quantize
-            quantize.convert(derived("qwen3") if key.startswith("qwen3") else src, dst, "Q4_K_M", progress=False)
+            quantize.convert(derived("qwen3") if key.startswith("qwen3") else src, dst, QUANTIZED[key],
+                             progress=False)
         elif key.startswith("qwen3_"):
             sys.path.insert(0, str(REPO / "tests"))
             from quantize_cases import bonsai_derived
@@ -193,7 +204,8 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
     steps) greedy steps, at llama -t `threads`. path: a model file other than MODELS[model_key]'s; context:
     more keys for the record's context."""
     if path is None:
-        path = (derived(model_key) if (model_key.startswith(("f32", "qwen3", "q4_k_m")) or model_key in Q23_SETS)
+        path = (derived(model_key) if model_key.startswith(("f32", "qwen3")) or model_key in QUANTIZED
+                or model_key in Q23_SETS
                 else model_path(MODELS[model_key]))
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
@@ -300,6 +312,26 @@ def record_ops() -> dict:
     return out
 
 
+def record_ops_k() -> dict:
+    """MUL_MAT of Q5_1 / Q5_K weights and GET_ROWS of Q4_K / Q5_K / Q6_K tables by the oracle's libggml-cpu on
+    seeded inputs (tests/forward_inputs.py K_MATMUL_CASES, K_GET_ROWS_CASES), 2 threads."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import forward_inputs as FI
+    from testing import ggml_forward_ops as G
+    out = {"what": "ggml ops computed by the oracle's libggml-cpu (2 threads) on inputs from tests/forward_inputs.py",
+           "oracle": ORACLE, "hash": "sha256 of the float32 result", "mul_mat": [], "get_rows": []}
+    for i, (t, m, k, n) in enumerate(FI.K_MATMUL_CASES):
+        y = G.mul_mat(FI.TYPE_IDS[t], FI.weights(t, m, k, 900 + i), k, FI.activations(n, k, 900 + i))
+        out["mul_mat"].append({"type": t, "m": m, "k": k, "n": n, "seed": 900 + i, "sha256": FI.sha256(y)})
+    for i, (t, k) in enumerate(FI.K_GET_ROWS_CASES):
+        table = FI.weights(t, 300, k, 1900 + i)
+        ids = np.array(list(range(0, 300, 7)) + [299, 7, 7], dtype=np.int32)
+        out["get_rows"].append({"type": t, "k": k, "rows": 300, "ids": ids.tolist(), "seed": 1900 + i,
+                                "sha256": FI.sha256(G.get_rows(FI.TYPE_IDS[t], table, k, ids))})
+    print(f"ops_k: {len(out['mul_mat'])} mul_mat, {len(out['get_rows'])} get_rows")
+    return out
+
+
 # synthetic shapes (bankml.models.synth): head size 128 / 256 / 64 with GQA 4 / 1 / 8, untied outputs, qwen3's
 # norms at head size 128, and the 1B model; made when missing in <models>/derived, pinned by the records' sha256
 SHAPE_SETS = [("llama-h128-gqa4-untied", "Q8_0"), ("llama-h256-gqa1", "Q8_0"), ("llama-h64-gqa8-untied", "Q4_1"),
@@ -313,6 +345,21 @@ def synth(shape: str, tname: str) -> Path:
     return sy.ensure(model_path(MODELS["q4_1"]).parent, shape, tname, model_path(MODELS["q4_1"]))
 
 
+# the K mix on the synthetic shapes: `bankml quantize ... Q4_K_M` of the untied head-size-128 file (F16: its
+# token_embd becomes Q4_K, its output Q6_K), of the qwen3 one (tied: token_embd Q6_K) and of the 1B llama (Q4_1; rows of 2048 and 5632: every matrix a
+# K-quant, token_embd Q4_K)
+SHAPE_K_SETS = [("llama-h128-gqa4-untied", "F16", SHAPE_PICK), ("qwen3-h128-gqa4", "Q8_0", SHAPE_PICK),
+                ("llama-1b", "Q4_1", SHAPE_1B_PICK)]
+
+
+def synth_q4_k_m(shape: str, src_type: str) -> Path:
+    dst = synth(shape, src_type).parent / f"synth-{shape}-q4_k_m.gguf"
+    if not dst.exists():
+        from bankml.models import quantize
+        quantize.convert(synth(shape, src_type), dst, "Q4_K_M", progress=False)
+    return dst
+
+
 def record_shapes() -> dict:
     return {"sets": [record_set(f"shape-{s}-{t.lower()}", "q4_1", 8, path=synth(s, t), pick=SHAPE_PICK,
                                 context={"shape": s}) for s, t in SHAPE_SETS]}
@@ -324,9 +371,11 @@ def main(argv: list[str]) -> None:
     for name in want:
         if name == "ops":
             rec = record_ops()
+        elif name == "ops_k":
+            rec = record_ops_k()
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
-        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0", "q4_k_m", "qwen3_q4_k_m") or name in Q23_SETS:
+        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0") + tuple(QUANTIZED) + tuple(Q23_SETS):
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:
             rec = record_set(name, name, 300)
@@ -341,6 +390,10 @@ def main(argv: list[str]) -> None:
         elif name == "shapes_1b":
             rec = record_set("shape-llama-1b-q4_1", "q4_1", 6, path=synth("llama-1b", "Q4_1"), pick=SHAPE_1B_PICK,
                              context={"shape": "llama-1b"})
+        elif name == "shapes_q4_k_m":
+            rec = {"sets": [record_set(f"shape-{s}-q4_k_m", "q4_1", 8 if s != "llama-1b" else 6,
+                                       path=synth_q4_k_m(s, t), pick=pick, context={"shape": s, "from": t})
+                            for s, t, pick in SHAPE_K_SETS]}
         elif name == "threads":
             rec = {"sets": [record_set(f"threads-{t}", "q4_1", 100, threads=t, pick=THREAD_PICK) for t in (1, 3)]}
         else:

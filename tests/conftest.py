@@ -147,15 +147,19 @@ def sdist_vocab():
     return get
 
 
-def _q4_k_m(src: Path) -> Path:
-    # `bankml quantize SRC DST Q4_K_M` (llama-quantize's bytes: tests/test_quantize.py), made once in the models
+def _quantized(src: Path, out_type: str) -> Path:
+    # `bankml quantize SRC DST TYPE` (llama-quantize's bytes: tests/test_quantize.py), made once in the models
     # directory's derived/ as testing/record_forward.py makes it; the forward records pin its sha256
-    name = src.stem.removesuffix("-q4_1") + "-q4_k_m.gguf"
+    name = src.stem.removesuffix("-q4_1").removesuffix("-f16").removesuffix("-q8_0") + f"-{out_type.lower()}.gguf"
     dst = models_dir() / "derived" / name
     if not dst.exists():
         from bankml.models import quantize
-        quantize.convert(src, dst, "Q4_K_M", progress=False)
+        quantize.convert(src, dst, out_type, progress=False)
     return dst
+
+
+def _q4_k_m(src: Path) -> Path:
+    return _quantized(src, "Q4_K_M")
 
 
 @pytest.fixture(scope="session")
@@ -167,6 +171,37 @@ def smollm2_q4_k_m_path(smollm2_path) -> Path:
 def smollm2_qwen3_q4_k_m_path(smollm2_qwen3_path) -> Path:
     return _q4_k_m(smollm2_qwen3_path)
 
+
+@pytest.fixture(scope="session")
+def smollm2_q5_k_m_path(smollm2_path) -> Path:
+    return _quantized(smollm2_path, "Q5_K_M")
+
+
+@pytest.fixture(scope="session")
+def smollm2_q5_k_s_path(smollm2_path) -> Path:
+    return _quantized(smollm2_path, "Q5_K_S")
+
+
+@pytest.fixture(scope="session")
+def smollm2_q5_1_path(smollm2_path) -> Path:
+    return _quantized(smollm2_path, "Q5_1")
+
+
+@pytest.fixture(scope="session")
+def smollm2_qwen3_q5_k_m_path(smollm2_qwen3_path) -> Path:
+    return _quantized(smollm2_qwen3_path, "Q5_K_M")
+
+
+@pytest.fixture(scope="session")
+def synth_q4_k_m(smollm2_path):
+    """synth_q4_k_m(shape, src_type) -> Path: the synthetic file of `shape` in src_type (bankml.models.synth)
+    quantized by `bankml quantize ... Q4_K_M`, made once in <models>/derived as testing/record_forward.py makes it
+    (synth-<shape>-q4_k_m.gguf); the records pin its sha256."""
+    from bankml.models import synth
+
+    def get(shape: str, src_type: str) -> Path:
+        return _quantized(synth.ensure(smollm2_path.parent, shape, src_type, smollm2_path), "Q4_K_M")
+    return get
 
 
 def _q23(src: Path, key: str) -> Path:
@@ -182,7 +217,6 @@ def _q23(src: Path, key: str) -> Path:
         _, mix, tts = Q23_SETS[key]
         quantize.convert(src, dst, mix, tensor_types=list(tts), progress=False)
     return dst
-
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,9 @@ import hashlib
 import numpy as np
 
 F16, Q4_1, Q8_0, F32 = 1, 3, 8, 0
-TYPE_IDS = {"F32": F32, "F16": F16, "Q4_1": Q4_1, "Q8_0": Q8_0}
+TYPE_IDS = {"F32": F32, "F16": F16, "Q4_1": Q4_1, "Q8_0": Q8_0, "Q5_1": 7, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}
+# block (values, bytes) and where its half scales are (byte offsets; the rest of a block is random bits)
+_K_BLOCKS = {"Q5_1": (32, 24, (0, 2)), "Q4_K": (256, 144, (0, 2)), "Q5_K": (256, 176, (0, 2)), "Q6_K": (256, 210, (208,))}
 
 
 def sha256(a: np.ndarray) -> str:
@@ -38,6 +40,14 @@ def weights(wtype: str, m: int, k: int, seed: int) -> np.ndarray:
         b[:, :, 2:4] = _halves(rng, m * nb, -0.2, 0.0).reshape(m, nb, 1).view(np.uint8)
         b[:, :, 4:] = rng.integers(0, 256, size=(m, nb, 16)).astype(np.uint8)
         return b.reshape(m, nb * 20)
+    if wtype in _K_BLOCKS:  # random quants and scale bytes, finite positive half scales (Q5_1's min: negative)
+        qk, bb, halves = _K_BLOCKS[wtype]
+        nb = k // qk
+        b = rng.integers(0, 256, size=(m, nb, bb)).astype(np.uint8)
+        for off in halves:
+            lo, hi = (-0.2, 0.0) if (wtype, off) == ("Q5_1", 2) else (1e-4, 2e-3)
+            b[:, :, off:off + 2] = _halves(rng, m * nb, lo, hi).reshape(m, nb, 1).view(np.uint8)
+        return b.reshape(m, nb * bb)
     raise ValueError(wtype)
 
 
@@ -71,3 +81,9 @@ ROPE_CASES = [(hd, n_head, n_rot, base, pos0, n_tokens)
               for (pos0, n_tokens) in ((0, 5), (4090, 6), (123457, 2))]
 
 GET_ROWS_CASES = [(t, k) for t in ("F32", "F16", "Q8_0", "Q4_1") for k in (32, 576)]
+
+# ops_k.json (`testing/record_forward.py ops_k`): the Q5_1 and Q5_K matrices the llama / qwen3 graphs run (one
+# vec_dot per output in ggml: MUL_MAT of n = 1 .. 64 columns) and the K-quant token embeddings' GET_ROWS
+K_MATMUL_CASES = [(t, m, k, n) for t in ("Q5_1", "Q5_K") for (m, k) in ((4, 256), (33, 512), (192, 1536), (70, 2816))
+                  for n in (1, 2, 3, 5, 17, 64)]
+K_GET_ROWS_CASES = [(t, k) for t in ("Q4_K", "Q5_K", "Q6_K") for k in (256, 1024, 2816)]

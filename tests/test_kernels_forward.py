@@ -135,3 +135,33 @@ def test_q8_0_regrouped_rows_match_vec_dot_on_any_bytes(k, n):
     plain = K.matmul("Q8_0", w, k, x)
     grouped = K.matmul("Q8_0", w, k, x, regroup=True)
     np.testing.assert_array_equal(plain.view(np.uint32), grouped.view(np.uint32))
+
+
+# --- the Q5_1 / Q5_K products and the K-quant GET_ROWS of the llama and qwen3 graphs (ops_k.json) ------------
+
+OPS_K = json.loads((Path(__file__).parent / "oracle" / "forward" / "ops_k.json").read_text())
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", OPS_K["mul_mat"], ids=_mm_id)
+def test_mul_mat_q5_oracle(case):
+    # ggml: one vec_dot per output (no sgemm case, no x86 repack); bankml: tiles of up to 4 columns
+    t, m, k, n = case["type"], case["m"], case["k"], case["n"]
+    w = FI.weights(t, m, k, case["seed"])
+    x = FI.activations(n, k, case["seed"])
+    assert FI.sha256(K.matmul(t, w, k, x)) == case["sha256"]
+    assert FI.sha256(K.matmul(t, w, k, x, chunk=7)) == case["sha256"]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", OPS_K["get_rows"], ids=lambda c: f"{c['type']}-k{c['k']}")
+def test_get_rows_k_oracle(case):
+    t, k = case["type"], case["k"]
+    table = FI.weights(t, case["rows"], k, case["seed"])
+    rows = np.stack([K.get_row(t, table[i], k) for i in case["ids"]])
+    assert FI.sha256(rows) == case["sha256"]
+
+
+def test_ops_k_counts():
+    assert [(c["type"], c["m"], c["k"], c["n"]) for c in OPS_K["mul_mat"]] == [tuple(c) for c in FI.K_MATMUL_CASES]
+    assert [(c["type"], c["k"]) for c in OPS_K["get_rows"]] == [tuple(c) for c in FI.K_GET_ROWS_CASES]

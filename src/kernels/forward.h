@@ -77,7 +77,7 @@ typedef struct bk_layer {
 } bk_layer;
 
 typedef struct bk_model_weights {
-    bk_matrix tok_embd;        /* n_vocab rows of n_embd; F32, F16, Q8_0 or Q4_1 */
+    bk_matrix tok_embd;        /* n_vocab rows of n_embd; F32, F16, Q8_0, Q4_1, Q4_K, Q5_K or Q6_K */
     const float *output_norm;  /* float[n_embd] */
     bk_matrix output;          /* n_vocab x n_embd (tok_embd when tied) */
     const bk_layer *layers;    /* [n_layer] */

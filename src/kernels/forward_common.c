@@ -7,6 +7,7 @@
 #include "fp16.h"
 #include "norm.h"
 #include "kquants.h"
+#include "kquants_q5k.h"
 #include "quants.h"
 #include "repack.h"
 #include "rope.h"
@@ -301,6 +302,9 @@ static void get_row(const bk_matrix *E, int32_t token, float *y) {
     case BK_TYPE_F16: bk_fp16_to_fp32_row((const uint16_t *)row, y, E->k); break;
     case BK_TYPE_Q8_0: bk_dequant_row_q8_0(row, y, E->k); break;
     case BK_TYPE_Q4_1: bk_dequant_row_q4_1(row, y, E->k); break;
+    case BK_TYPE_Q4_K: bk_dequant_row_q4_K(row, y, E->k); break;
+    case BK_TYPE_Q5_K: bk_dequant_row_q5_K(row, y, E->k); break;
+    case BK_TYPE_Q6_K: bk_dequant_row_q6_K(row, y, E->k); break;
     default: memcpy(y, row, (size_t)E->k * sizeof(float)); break;
     }
 }
@@ -680,11 +684,25 @@ static void attention_streams(const bk_ubatch *u, int l, int ith, int nth) {
     }
 }
 
+static int64_t swiglu_split(int64_t F, int ith, int nth, int32_t act_type) {
+    if (act_type != BK_TYPE_Q8_K) return bk_matmul_split(F, ith, nth);
+    return ith >= nth ? F : F * ith / nth / BK_QK_K * BK_QK_K;
+}
+
 void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc, int ith, int nth) {
     const bk_fwd_state *st = u->st;
     const int F = u->cfg->n_ff;
-    const int64_t a = bk_matmul_split(F, ith, nth), b = bk_matmul_split(F, ith + 1, nth);
     const int32_t dt = bk_act_type(down->type);
+    /* each thread quantizes whole blocks of its share: Q8_K's are 256 values (the 32-aligned split would cut
+     * one when n_ff / 256 is odd), the others' 32 */
+    const int64_t a = swiglu_split(F, ith, nth, dt), b = swiglu_split(F, ith + 1, nth, dt);
+    /* a thread reads the gate and up rows it computed itself (bk_matmul_split) unless the shares differ: then
+     * wait for all of them (the same answer in every thread) */
+    int other = 0;
+    for (int i = 1; i < nth; i++) other |= swiglu_split(F, i, nth, dt) != bk_matmul_split(F, i, nth);
+    if (other) {
+#pragma omp barrier
+    }
     const act_view d = down_view(st, c0);
     const int ds = act_slot(dt);
     for (int i = 0; i < nc; i++) {

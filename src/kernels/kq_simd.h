@@ -49,4 +49,24 @@ static inline __m256i bk_kq_dot4_us(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+/* The body of a gemm over nr weight rows x nc activation columns made of one-row tiles of up to 4 columns:
+ * TILE(C, nb, out, s_col, row, y_cols, by) with C a constant 1..4 (one instantiation each); rows of BT blocks bx
+ * bytes apart. Used by the Q5_K, Q6_K and Q5_1 gemms. */
+#define BK_KQ_GEMM_ROW_TILES(TILE, BT, nb, s, s_col, nr, nc, vx, bx, vy, by)                                       \
+    do {                                                                                                       \
+        const uint8_t *x_ = (const uint8_t *)(vx), *y_ = (const uint8_t *)(vy);                                 \
+        for (int c_ = 0; c_ < (nc); c_ += 4) {                                                                  \
+            const int C_ = (nc) - c_ < 4 ? (nc) - c_ : 4;                                                       \
+            for (int r_ = 0; r_ < (nr); r_++) {                                                                 \
+                const BT *xr_ = (const BT *)(x_ + (size_t)r_ * (bx));                                           \
+                float *o_ = (s) + c_ * (s_col) + r_;                                                            \
+                const uint8_t *yc_ = y_ + (size_t)c_ * (by);                                                    \
+                if (C_ == 4) TILE(4, nb, o_, s_col, xr_, yc_, by);                                              \
+                else if (C_ == 3) TILE(3, nb, o_, s_col, xr_, yc_, by);                                         \
+                else if (C_ == 2) TILE(2, nb, o_, s_col, xr_, yc_, by);                                         \
+                else TILE(1, nb, o_, s_col, xr_, yc_, by);                                                      \
+            }                                                                                                   \
+        }                                                                                                       \
+    } while (0)
+
 #endif

@@ -168,20 +168,7 @@ float bk_dot_q6_K_q8_K(int n, const void *vx, const void *vy) {
 
 void bk_gemm_q6_K_q8_K(int n, float *s, int64_t s_col, int nr, int nc, const void *vx, size_t bx, const void *vy,
                        size_t by) {
-    const uint8_t *x = (const uint8_t *)vx, *y = (const uint8_t *)vy;
-    const int nb = n / BK_QK_K;
-    for (int c = 0; c < nc; c += 4) {
-        const int C = nc - c < 4 ? nc - c : 4;
-        for (int r = 0; r < nr; r++) {
-            const bk_block_q6_K *xr = (const bk_block_q6_K *)(x + (size_t)r * bx);
-            float *o = s + c * s_col + r;
-            const uint8_t *yc = y + (size_t)c * by;
-            if (C == 4) q6_tile(4, nb, o, s_col, xr, yc, by);
-            else if (C == 3) q6_tile(3, nb, o, s_col, xr, yc, by);
-            else if (C == 2) q6_tile(2, nb, o, s_col, xr, yc, by);
-            else q6_tile(1, nb, o, s_col, xr, yc, by);
-        }
-    }
+    BK_KQ_GEMM_ROW_TILES(q6_tile, bk_block_q6_K, n / BK_QK_K, s, s_col, nr, nc, vx, bx, vy, by);
 }
 
 /* ---------------------------------------------------------------- several rows */

@@ -1,27 +1,36 @@
-/* Q5_0 x Q8_0 dot products; the float order is in quants_q5.h. */
+/* Q5_0 x Q8_0 and Q5_1 x Q8_1 dot products; the float order is in quants_q5.h. */
 #include "quants_q5.h"
 #include "quants.h"
 #include "fp16.h"
 #include "kq_simd.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
-/* 32 signed values q - 16 of one Q5_0 block */
-static inline __m256i q5_values(const bk_block_q5_0 *b) {
-    const __m128i lo = _mm_loadu_si128((const __m128i *)b->qs);
-    const __m256i nib = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), _mm_srli_epi16(lo, 4), 1),
-                                         _mm256_set1_epi8(0x0F));
+/* 32 bytes, byte i 0xFF where bit i of the four bytes qh (little-endian) is set: the fifth bits of Q5_0 / Q5_1 */
+static inline __m256i fifth_bits(const uint8_t *qh) {
     uint32_t h;
-    memcpy(&h, b->qh, 4);
-    /* byte i gets bit i of h: spread the 4 bytes of h over 8-byte groups, then test one bit per byte */
+    memcpy(&h, qh, 4);
+    /* spread the 4 bytes of h over 8-byte groups, then test one bit per byte */
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
                                                _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
                                                                   0x0303030303030303LL));
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+/* the 32 nibbles of qs in element order (low nibbles 0..15, high 16..31) */
+static inline __m256i nibbles(const uint8_t *qs) {
+    const __m128i lo = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), _mm_srli_epi16(lo, 4), 1),
+                            _mm256_set1_epi8(0x0F));
+}
+
+/* 32 signed values q - 16 of one Q5_0 block */
+static inline __m256i q5_values(const bk_block_q5_0 *b) {
     /* q - 16 = nibble | 0xF0 where the fifth bit is clear */
-    return _mm256_or_si256(nib, _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xF0)));
+    return _mm256_or_si256(nibbles(b->qs), _mm256_andnot_si256(fifth_bits(b->qh), _mm256_set1_epi8((char)0xF0)));
 }
 
 /* exact integer lane sums of x*y, x signed (|x| <= 16), y signed, as floats */
@@ -102,4 +111,45 @@ void bk_gemm_q5_0_q8_0(int n, float *s, int64_t s_col, int nr, int nc, const voi
             else tile(1, 1, nb, sc + r, s_col, xr, bx, yc, by);
         }
     }
+}
+
+/* ---------------------------------------------------------------- Q5_1 x Q8_1 */
+
+/* One Q5_1 row against C Q8_1 columns (C <= 4, a constant after inlining), each output in the single dot's
+ * order: s[c*s_col]. */
+static inline __attribute__((always_inline)) void tile51(int C, int nb, float *s, int64_t s_col,
+                                                         const bk_block_q5_1 *x, const uint8_t *y, size_t by) {
+    __m256 acc[4];
+    float summs[4];
+    for (int c = 0; c < C; c++) {
+        acc[c] = _mm256_setzero_ps();
+        summs[c] = 0.0f;
+    }
+    for (int i = 0; i < nb; i++) {
+        const __m256i q = _mm256_or_si256(nibbles(x[i].qs), _mm256_and_si256(fifth_bits(x[i].qh), _mm256_set1_epi8(0x10)));
+        const float dx = bk_h2f(x[i].d), mx = bk_h2f(x[i].m);
+        for (int c = 0; c < C; c++) {
+            const bk_block_q8_1 *yb = (const bk_block_q8_1 *)(y + c * by) + i;
+            summs[c] = fmaf(mx, bk_h2f(yb->s), summs[c]);
+            const __m256 p = _mm256_cvtepi32_ps(bk_kq_dot4_us(q, _mm256_loadu_si256((const __m256i *)yb->qs)));
+            acc[c] = _mm256_fmadd_ps(p, _mm256_set1_ps(dx * bk_h2f(yb->d)), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) s[c * s_col] = bk_kq_hsum8(acc[c]) + summs[c];
+}
+
+float bk_dot_q5_1_q8_1(int n, const void *vx, const void *vy) {
+    float s;
+    tile51(1, n / 32, &s, 0, (const bk_block_q5_1 *)vx, (const uint8_t *)vy, 0);
+    return s;
+}
+
+void bk_dot_q5_1_q8_1_rows(int n, float *s, int nr, const void *vx, size_t bx, const void *vy) {
+    const uint8_t *x = (const uint8_t *)vx;
+    for (int r = 0; r < nr; r++) s[r] = bk_dot_q5_1_q8_1(n, x + (size_t)r * bx, vy);
+}
+
+void bk_gemm_q5_1_q8_1(int n, float *s, int64_t s_col, int nr, int nc, const void *vx, size_t bx, const void *vy,
+                       size_t by) {
+    BK_KQ_GEMM_ROW_TILES(tile51, bk_block_q5_1, n / 32, s, s_col, nr, nc, vx, bx, vy, by);
 }

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """Test and benchmark shim over the forward pass's kernels (src/kernels/matmul.h, floatdot.h, rows8.h, norm.h,
-rope.h, quants.h). Used only by tests/ and tests/bench/: the engine calls the kernels from compiled code.
+rope.h, quants.h, kquants_q5k.h). Used only by tests/ and tests/bench/: the engine calls the kernels from compiled code.
 
 Arrays: weights as uint8 [m, row_bytes] (the GGUF layout) with their ggml type id; activations float32 [n, k];
 results float32 [n, m] (column c of ggml's MUL_MAT is row c here).
@@ -17,11 +17,12 @@ from bankml.kernels.floatdot cimport bk_tinyblas_takes
 from bankml.kernels.norm cimport bk_rms_norm_mul_f32
 from bankml.kernels.rope cimport bk_rope_cache, bk_rope_normal, bk_rope_theta_scale
 from bankml.kernels.quants cimport bk_dequant_row_q4_1, bk_dequant_row_q8_0
+from bankml.kernels.kquants_q5k cimport bk_dequant_row_q4_K, bk_dequant_row_q5_K, bk_dequant_row_q6_K
 from bankml.kernels.fp16 cimport bk_fp16_to_fp32_row
 
 cnp.import_array()
 
-TYPES = {"F32": 0, "F16": 1, "Q4_1": 3, "Q8_0": 8}
+TYPES = {"F32": 0, "F16": 1, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q5_K": 13}
 
 
 def uses_vnni():
@@ -127,6 +128,12 @@ def get_row(str wtype, row, int k):
         bk_dequant_row_q8_0(&r[0], &out[0], k)
     elif wtype == "Q4_1":
         bk_dequant_row_q4_1(&r[0], &out[0], k)
+    elif wtype == "Q4_K":
+        bk_dequant_row_q4_K(&r[0], &out[0], k)
+    elif wtype == "Q5_K":
+        bk_dequant_row_q5_K(&r[0], &out[0], k)
+    elif wtype == "Q6_K":
+        bk_dequant_row_q6_K(&r[0], &out[0], k)
     elif wtype == "F16":
         bk_fp16_to_fp32_row(<const uint16_t *>&r[0], &out[0], k)
     else:
