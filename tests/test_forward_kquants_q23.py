@@ -14,9 +14,15 @@ text-3).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from engine_replay import assert_covers, open_recorded, record_sets, replay
+from quantize_cases import Q23_OVERRIDES, llama_quantize_key
+
+ORACLE = Path(__file__).parent / "oracle"
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 
@@ -30,6 +36,16 @@ def test_the_records_cover_the_brief():
     for name, sets in SETS.items():
         assert sets, f"the {name} record is missing"
         assert_covers(sets[0]["cases"], 1100)
+
+
+def test_the_files_are_llama_quantizes():
+    # each record's file is the one the oracle's llama-quantize writes with the same mix and --tensor-type overrides
+    # (tests/oracle/quantize/ggml.json; tests/test_quantize.py makes it with `bankml quantize` and compares)
+    lq = json.loads((ORACLE / "quantize" / "ggml.json").read_text())["llama_quantize"]
+    for name, (src, mix, tts) in Q23_OVERRIDES.items():
+        rec = lq[llama_quantize_key(src, mix, tts)]
+        assert rec["returncode"] == 0 and rec["sha256"] == SETS[name][0]["model_sha256"]
+        assert set(rec["tensor_types"].values()) - {"F32"} == TYPES[name]
 
 
 @pytest.mark.parametrize("name", list(SETS))
