@@ -15,7 +15,7 @@ docs, cut to lengths 1 .. 1500 tokens that cross 64, 256, 512 and 1024 on both s
 random token ids. Token ids come from libllama's llama_tokenize, so the suite replays them without a tokenizer.
 
 Sets:
-  ops_k             MUL_MAT of Q5_1 / Q5_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
+  ops_k             MUL_MAT of Q5_1 / Q5_K / Q2_K / Q3_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
   ops               single ggml ops (MUL_MAT of F32 / F16 / Q4_1 / Q8_0 weights, RMS_NORM + MUL, ROPE, GET_ROWS) of
                     the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py; testing/ggml_forward_ops.py)
   q4_1, f16, q8_0   SmolLM2-135M-Instruct Q4_1 and the F16 / Q8_0 files bankml's converter derives from it:
@@ -313,7 +313,7 @@ def record_ops() -> dict:
 
 
 def record_ops_k() -> dict:
-    """MUL_MAT of Q5_1 / Q5_K weights and GET_ROWS of Q4_K / Q5_K / Q6_K tables by the oracle's libggml-cpu on
+    """MUL_MAT of Q5_1 / Q5_K / Q2_K / Q3_K weights and GET_ROWS of Q4_K / Q5_K / Q6_K tables by the oracle's libggml-cpu on
     seeded inputs (tests/forward_inputs.py K_MATMUL_CASES, K_GET_ROWS_CASES), 2 threads."""
     sys.path.insert(0, str(REPO / "tests"))
     import forward_inputs as FI

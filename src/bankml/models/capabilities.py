@@ -38,7 +38,8 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # The llama and qwen3 graphs' matrices also in Q2_K and Q3_K (one vec_dot per output against Q8_K activations,
 # as the AVX2 build runs them: no repack, no sgemm), bit-exact on SmolLM2 and its qwen3 re-description with
 # Q2_K / Q3_K ffn_down matrices (tests/test_forward_kquants_q23.py, records q2_k_overrides.json,
-# q3_k_s_overrides.json and qwen3_q2_k_overrides.json: 1,092 of 1,092 rows identical each).
+# q3_k_s_overrides.json and qwen3_q2_k_overrides.json: 1,092 of 1,092 rows identical each), and as ops in
+# ops_k.json (48 more MUL_MAT cases, n = 1 .. 64 columns: 48 of 48 identical).
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
