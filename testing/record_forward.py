@@ -15,7 +15,7 @@ docs, cut to lengths 1 .. 1500 tokens that cross 64, 256, 512 and 1024 on both s
 random token ids. Token ids come from libllama's llama_tokenize, so the suite replays them without a tokenizer.
 
 Sets:
-  ops_k             MUL_MAT of Q5_1 / Q5_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
+  ops_k             MUL_MAT of Q5_1 / Q5_K / Q2_K / Q3_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
   ops               single ggml ops (MUL_MAT of F32 / F16 / Q4_1 / Q8_0 weights, RMS_NORM + MUL, ROPE, GET_ROWS) of
                     the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py; testing/ggml_forward_ops.py)
   q4_1, f16, q8_0   SmolLM2-135M-Instruct Q4_1 and the F16 / Q8_0 files bankml's converter derives from it:
@@ -28,6 +28,9 @@ Sets:
   qwen3_q2_0,       that file quantized by `bankml quantize` as Q2_0 (every matrix; the embedding stays Q8_0) and
   qwen3_q1_0        as Q1_0 (ffn_down; the rows of 576 kept Q8_0 by --tensor-type, llama-quantize's only way):
                     the qwen3 set's prompts and steps
+  q2_k_overrides,   the F16 file quantized by `bankml quantize` as Q2_K / Q3_K_S with --tensor-type overrides
+  q3_k_s_overrides, (Q23_SETS: attention, gate, up Q8_0; ffn_down Q2_K / Q3_K), and the qwen3 file as Q2_K (ffn_down
+  qwen3_q2_k_overrides  Q2_K on layers 0-9, Q3_K after): the qwen3 set's prompts and steps
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -82,10 +85,22 @@ MODELS = {
     "q5_k_s": "derived/smollm2-135m-instruct-q5_k_s.gguf",
     "q5_1": "derived/smollm2-135m-instruct-q5_1.gguf",
     "qwen3_q5_k_m": "derived/smollm2-135m-instruct-qwen3-q5_k_m.gguf",  # the qwen3 file, `bankml quantize`d
+    # `bankml quantize` with --tensor-type overrides (Q23_SETS): SmolLM2's plain Q2_K / Q3_K_S / Q3_K_M mixes put
+    # Q4_0 (the fallback of rows of 576) on attention, gate and up, and Q3_K_M Q5_K on one matrix, neither played
+    # yet; the overrides keep those Q8_0 so the files hold Q2_K / Q3_K where K types fit (ffn_down, rows of 1536)
+    "q2_k_overrides": "derived/smollm2-135m-instruct-f16-q2_k-overrides.gguf",
+    "q3_k_s_overrides": "derived/smollm2-135m-instruct-f16-q3_k_s-overrides.gguf",
+    "qwen3_q2_k_overrides": "derived/smollm2-135m-instruct-qwen3-q2_k-overrides.gguf",
 }
 # the files `bankml quantize` makes from the Q4_1 file (or from its qwen3 re-description): key -> type
 QUANTIZED = {"q4_k_m": "Q4_K_M", "qwen3_q4_k_m": "Q4_K_M", "q5_k_m": "Q5_K_M", "q5_k_s": "Q5_K_S", "q5_1": "Q5_1",
              "qwen3_q5_k_m": "Q5_K_M"}
+# set -> (source: "f16" the F16 file or "qwen3" the Q4_1 file re-described, llama-quantize mix, overrides): the
+# llama-quantize cases of tests/quantize_cases.py (ffn_down Q2_K, Q3_K, or Q2_K on layers 0-9 and Q3_K after)
+sys.path.insert(0, str(REPO / "tests"))
+from quantize_cases import Q23_OVERRIDES  # noqa: E402
+
+Q23_SETS = {k: (src, mix, tuple(tuple(t.split("=", 1)) for t in tts)) for k, (src, mix, tts) in Q23_OVERRIDES.items()}
 
 
 def derived(key: str) -> Path:
@@ -95,7 +110,12 @@ def derived(key: str) -> Path:
     src = model_path(MODELS["q4_1"])
     dst = src.parent / MODELS[key]
     if not dst.exists():
-        if key in QUANTIZED:
+        if key in Q23_SETS:
+            from bankml.models import quantize
+            base, mix, tts = Q23_SETS[key]
+            quantize.convert(derived(base) if base == "qwen3" else model_path(MODELS[base]), dst, mix,
+                             tensor_types=list(tts), progress=False)
+        elif key in QUANTIZED:
             from bankml.models import quantize
             quantize.convert(derived("qwen3") if key.startswith("qwen3") else src, dst, QUANTIZED[key],
                              progress=False)
@@ -185,6 +205,7 @@ def record_set(name: str, model_key: str, steps: int, threads: int = 2, cache: s
     more keys for the record's context."""
     if path is None:
         path = (derived(model_key) if model_key.startswith(("f32", "qwen3")) or model_key in QUANTIZED
+                or model_key in Q23_SETS
                 else model_path(MODELS[model_key]))
     kv = GGML_TYPE_F16 if cache == "f16" else GGML_TYPE_Q8_0
     t0 = time.time()
@@ -292,7 +313,7 @@ def record_ops() -> dict:
 
 
 def record_ops_k() -> dict:
-    """MUL_MAT of Q5_1 / Q5_K weights and GET_ROWS of Q4_K / Q5_K / Q6_K tables by the oracle's libggml-cpu on
+    """MUL_MAT of Q5_1 / Q5_K / Q2_K / Q3_K weights and GET_ROWS of Q4_K / Q5_K / Q6_K tables by the oracle's libggml-cpu on
     seeded inputs (tests/forward_inputs.py K_MATMUL_CASES, K_GET_ROWS_CASES), 2 threads."""
     sys.path.insert(0, str(REPO / "tests"))
     import forward_inputs as FI
@@ -354,7 +375,7 @@ def main(argv: list[str]) -> None:
             rec = record_ops_k()
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
-        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0") + tuple(QUANTIZED):
+        elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0") + tuple(QUANTIZED) + tuple(Q23_SETS):
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:
             rec = record_set(name, name, 300)

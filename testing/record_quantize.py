@@ -7,9 +7,12 @@ by tests/test_quantize.py.
 
 And what the oracle's llama-quantize b11192 writes for the Bonsai types (`llama-quantize --allow-requantize IN OUT
 Q1_0|Q2_0 1`, with `--tensor-type` overrides where the case has them) on SmolLM2-135M-Instruct Q4_1 and on its
-qwen3 re-description: the output's size, sha256 and tensor types, or its refusal (exit status and error line).
+qwen3 re-description (and SmolLM2's F16 file): the output's size, sha256 and tensor types, or its refusal (exit
+status and error line).
 
-    python testing/record_quantize.py
+    python testing/record_quantize.py                      # everything
+    python testing/record_quantize.py KEY ...              # only these llama-quantize cases (e.g. f16-q2_k-overrides),
+                                                           # re-run into the existing record
 """
 
 from __future__ import annotations
@@ -116,18 +119,36 @@ def llama_quantize(src: Path, out_type: str, tensor_types: list[str]) -> dict:
                 "tensor_types": types}
 
 
-def llama_quantize_cases(sources: dict[str, Path]) -> dict:
+def llama_quantize_cases(sources: dict[str, Path], only=None) -> dict:
     out = {}
     for src_key, tname, tts in cases.LLAMA_QUANTIZE_CASES:
-        src = sources[src_key]
         key = cases.llama_quantize_key(src_key, tname, tts)
+        if only is not None and key not in only:
+            continue
+        src = sources[src_key]
         out[key] = {"source": src.name, "source_sha256": qz.sha256_file(src, False), "type": tname,
                     "tensor_types": list(tts), **llama_quantize(src, tname, list(tts))}
         print(key, out[key].get("sha256") or out[key]["error"])
     return out
 
 
-def main() -> None:
+def llama_quantize_sources() -> dict[str, Path]:
+    from testing.record_forward import MODELS, derived
+    return {"smollm2": model_path("smollm2"), "f16": model_path(MODELS["f16"]), "qwen3": derived("qwen3")}
+
+
+def main(argv: list[str]) -> None:
+    if argv:  # only these llama-quantize cases, re-run into the existing record
+        rec = json.loads(OUT.read_text())
+        unknown = set(argv) - {cases.llama_quantize_key(*c) for c in cases.LLAMA_QUANTIZE_CASES}
+        if unknown:
+            raise SystemExit(f"not a llama-quantize case: {sorted(unknown)}")
+        rec["llama_quantize"].update(llama_quantize_cases(llama_quantize_sources(), set(argv)))
+        rec["llama_quantize"] = {cases.llama_quantize_key(*c): rec["llama_quantize"][cases.llama_quantize_key(*c)]
+                                 for c in cases.LLAMA_QUANTIZE_CASES}
+        OUT.write_text(json.dumps(rec, indent=1) + "\n")
+        print(f"updated {OUT}: {', '.join(argv)}")
+        return
     g = Ggml()
     rec = {"oracle": "ggml-base b11192 (libggml-base.so of the oracle build)", "encode": {}, "decode": {},
            "files": {}}
@@ -140,8 +161,7 @@ def main() -> None:
     for t in ("F16", "Q8_0"):
         rec["files"][f"smollm2-135m-instruct-{t.lower()}"] = derived_file(g, src, t)
         print(t, rec["files"][f"smollm2-135m-instruct-{t.lower()}"]["sha256"])
-    from testing.record_forward import derived
-    rec["llama_quantize"] = llama_quantize_cases({"smollm2": src, "qwen3": derived("qwen3")})
+    rec["llama_quantize"] = llama_quantize_cases(llama_quantize_sources())
     OUT.parent.mkdir(parents=True, exist_ok=True)
     tmp = OUT.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(rec, indent=1) + "\n")
@@ -152,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

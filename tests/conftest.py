@@ -202,3 +202,28 @@ def synth_q4_k_m(smollm2_path):
     def get(shape: str, src_type: str) -> Path:
         return _quantized(synth.ensure(smollm2_path.parent, shape, src_type, smollm2_path), "Q4_K_M")
     return get
+
+
+def _q23(src: Path, key: str) -> Path:
+    # `bankml quantize SRC DST MIX` with the --tensor-type overrides of testing/record_forward.py's Q23_SETS
+    # (ffn_down Q2_K / Q3_K, the rest Q8_0), made once in the models directory's derived/ as that script makes it;
+    # the forward records pin its sha256
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from testing.record_forward import MODELS, Q23_SETS
+    dst = models_dir() / MODELS[key]
+    if not dst.exists():
+        from bankml.models import quantize
+        _, mix, tts = Q23_SETS[key]
+        quantize.convert(src, dst, mix, tensor_types=list(tts), progress=False)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def smollm2_q23_path(request):
+    """smollm2_q23_path(key) -> Path: the file of testing/record_forward.py's Q23_SETS[key], from the F16 file
+    (or, for the qwen3 keys, the qwen3 re-description)."""
+    def get(key: str) -> Path:
+        src = request.getfixturevalue("smollm2_qwen3_path" if key.startswith("qwen3") else "smollm2_f16_path")
+        return _q23(src, key)
+    return get

@@ -8,9 +8,11 @@ import hashlib
 import numpy as np
 
 F16, Q4_1, Q8_0, F32 = 1, 3, 8, 0
-TYPE_IDS = {"F32": F32, "F16": F16, "Q4_1": Q4_1, "Q8_0": Q8_0, "Q5_1": 7, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}
+TYPE_IDS = {"F32": F32, "F16": F16, "Q4_1": Q4_1, "Q8_0": Q8_0, "Q5_1": 7, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13,
+            "Q6_K": 14}
 # block (values, bytes) and where its half scales are (byte offsets; the rest of a block is random bits)
-_K_BLOCKS = {"Q5_1": (32, 24, (0, 2)), "Q4_K": (256, 144, (0, 2)), "Q5_K": (256, 176, (0, 2)), "Q6_K": (256, 210, (208,))}
+_K_BLOCKS = {"Q5_1": (32, 24, (0, 2)), "Q4_K": (256, 144, (0, 2)), "Q5_K": (256, 176, (0, 2)), "Q6_K": (256, 210, (208,)),
+             "Q2_K": (256, 84, (80, 82)), "Q3_K": (256, 110, (108,))}
 
 
 def sha256(a: np.ndarray) -> str:
@@ -82,8 +84,9 @@ ROPE_CASES = [(hd, n_head, n_rot, base, pos0, n_tokens)
 
 GET_ROWS_CASES = [(t, k) for t in ("F32", "F16", "Q8_0", "Q4_1") for k in (32, 576)]
 
-# ops_k.json (`testing/record_forward.py ops_k`): the Q5_1 and Q5_K matrices the llama / qwen3 graphs run (one
-# vec_dot per output in ggml: MUL_MAT of n = 1 .. 64 columns) and the K-quant token embeddings' GET_ROWS
-K_MATMUL_CASES = [(t, m, k, n) for t in ("Q5_1", "Q5_K") for (m, k) in ((4, 256), (33, 512), (192, 1536), (70, 2816))
+# ops_k.json (`testing/record_forward.py ops_k`): the Q5_1, Q5_K, Q2_K and Q3_K matrices the llama / qwen3 graphs
+# run (one vec_dot per output in ggml: MUL_MAT of n = 1 .. 64 columns; new types go last, so the seeds by index of
+# the earlier cases stay) and the K-quant token embeddings' GET_ROWS
+K_MATMUL_CASES = [(t, m, k, n) for t in ("Q5_1", "Q5_K", "Q2_K", "Q3_K") for (m, k) in ((4, 256), (33, 512), (192, 1536), (70, 2816))
                   for n in (1, 2, 3, 5, 17, 64)]
 K_GET_ROWS_CASES = [(t, k) for t in ("Q4_K", "Q5_K", "Q6_K") for k in (256, 1024, 2816)]

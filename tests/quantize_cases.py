@@ -22,10 +22,16 @@ MIXES = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S",
          "Q2_K_S")
 K_OVERRIDES = ("blk\\.[0-4]\\.ffn_down=q2_k", "blk\\.[5-9]\\.ffn_down=q3_k", "blk\\.1[0-4]\\.ffn_down=q4_k",
                "blk\\.1[5-9]\\.ffn_down=q5_k", "ffn_down=q6_k")
+# The Q2_K / Q3_K files of the forward records (testing/record_forward.py, tests/test_forward_kquants_q23.py), by
+# record name: (source, mix, overrides). Attention, gate and up stay Q8_0 (rows of 576 would fall back to Q4_0), so
+# ffn_down is Q2_K, Q3_K (the Q3_K_S mix's), or Q2_K on layers 0-9 and Q3_K after; "f16" is SmolLM2's F16 file.
+Q23_OVERRIDES = {"q2_k_overrides": ("f16", "Q2_K", Q1_0_OVERRIDES + ("ffn_down=q2_k",)),
+                 "q3_k_s_overrides": ("f16", "Q3_K_S", Q1_0_OVERRIDES),
+                 "qwen3_q2_k_overrides": ("qwen3", "Q2_K", Q1_0_OVERRIDES + ("blk\\.[0-9]\\.ffn_down=q2_k",))}
 LLAMA_QUANTIZE_CASES = ([(src, t, tts) for src in ("smollm2", "qwen3")
                          for t, tts in (("Q2_0", ()), ("Q1_0", ()), ("Q1_0", Q1_0_OVERRIDES))]
                         + [("smollm2", t, ()) for t in MIXES] + [("qwen3", t, ()) for t in ("Q4_K_M", "Q6_K", "Q3_K_M")]
-                        + [("smollm2", "Q4_K_M", K_OVERRIDES)])
+                        + [("smollm2", "Q4_K_M", K_OVERRIDES)] + list(Q23_OVERRIDES.values()))
 
 
 def llama_quantize_key(src: str, tname: str, tensor_types) -> str:

@@ -137,7 +137,7 @@ def test_q8_0_regrouped_rows_match_vec_dot_on_any_bytes(k, n):
     np.testing.assert_array_equal(plain.view(np.uint32), grouped.view(np.uint32))
 
 
-# --- the Q5_1 / Q5_K products and the K-quant GET_ROWS of the llama and qwen3 graphs (ops_k.json) ------------
+# --- the Q5_1 / Q5_K / Q2_K / Q3_K products and the K-quant GET_ROWS of the llama and qwen3 graphs (ops_k.json) ------------
 
 OPS_K = json.loads((Path(__file__).parent / "oracle" / "forward" / "ops_k.json").read_text())
 

@@ -145,7 +145,8 @@ def test_the_record_covers_every_llama_quantize_case():
 @pytest.mark.parametrize("src_key,tname,tts", _lq_cases())
 def test_bonsai_files_are_llama_quantizes(request, tmp_path, src_key, tname, tts):
     rec = RECORD["llama_quantize"][cases.llama_quantize_key(src_key, tname, tts)]
-    src = request.getfixturevalue({"smollm2": "smollm2_path", "qwen3": "smollm2_qwen3_path"}[src_key])
+    src = request.getfixturevalue({"smollm2": "smollm2_path", "f16": "smollm2_f16_path",
+                                   "qwen3": "smollm2_qwen3_path"}[src_key])
     assert verify.sha256_file(src) == rec["source_sha256"]
     tt = [tuple(t.split("=", 1)) for t in tts]
     out = tmp_path / "out.gguf"

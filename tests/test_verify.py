@@ -49,17 +49,16 @@ def test_guard_plays_gemma3(gemma3_path):
 
 
 def test_llama_takes_only_the_recorded_k_quants():
-    # Q5_0 / Q4_K / Q6_K matrices are recorded on every graph, Q5_1 / Q5_K and the K-quant embeddings on llama and
-    # qwen3 (tests/test_forward_kquants_llama.py); gemma3 has no record of them, and Q2_K / Q3_K are written by
-    # `bankml quantize` but not played
+    # Q5_0 / Q4_K / Q6_K matrices are recorded on every graph, Q5_1 / Q5_K, Q2_K / Q3_K and the K-quant embeddings
+    # on llama and qwen3 (tests/test_forward_kquants_llama.py, tests/test_forward_kquants_q23.py); gemma3 has no
+    # record of them
     from bankml.models import capabilities as caps
     for a in ("gemma3", "llama", "qwen3"):
         assert {"Q5_0", "Q4_K", "Q6_K"} <= caps.weight_types(a, "matrix")
-        assert not {"Q2_K", "Q3_K"} & caps.weight_types(a, "matrix")
     for a in ("llama", "qwen3"):
-        assert {"Q5_1", "Q5_K"} <= caps.weight_types(a, "matrix")
+        assert {"Q5_1", "Q5_K", "Q2_K", "Q3_K"} <= caps.weight_types(a, "matrix")
         assert {"Q4_K", "Q5_K", "Q6_K"} <= caps.weight_types(a, "embedding")
-    assert not {"Q5_1", "Q5_K"} & caps.weight_types("gemma3", "matrix")
+    assert not {"Q5_1", "Q5_K", "Q2_K", "Q3_K"} & caps.weight_types("gemma3", "matrix")
     assert "Q4_K" not in caps.weight_types("gemma3", "embedding")
 
 
@@ -203,11 +202,11 @@ def test_refusal_reasons(write, kwargs, match):
 def test_weight_types_grouped_per_role(write):
     n = 256  # Q4_K rows need multiples of 256
     types = {f"blk.{i}.{w}.weight": GGMLType.IQ4_XS for i in range(2) for w in ("attn_q", "ffn_up")}
-    types["blk.0.attn_k.weight"] = GGMLType.Q3_K
+    types["blk.0.attn_k.weight"] = GGMLType.IQ4_NL
     reasons = _refused(write, tiny_llama(n_embd=n, n_ff=n, types=types))
-    assert reasons == ["matrix weight types the engine cannot run yet (it runs F16, F32, Q4_1, Q4_K, Q5_0, Q5_1, "
-                       "Q5_K, Q6_K, Q8_0): 4 tensors of type IQ4_XS (e.g. 'blk.0.attn_q.weight'), "
-                       "1 tensor of type Q3_K (e.g. 'blk.0.attn_k.weight')"]
+    assert reasons == ["matrix weight types the engine cannot run yet (it runs F16, F32, Q2_K, Q3_K, Q4_1, Q4_K, "
+                       "Q5_0, Q5_1, Q5_K, Q6_K, Q8_0): 4 tensors of type IQ4_XS (e.g. 'blk.0.attn_q.weight'), "
+                       "1 tensor of type IQ4_NL (e.g. 'blk.0.attn_k.weight')"]
 
 
 def test_supported_weight_types_play(write):

@@ -3,6 +3,7 @@
 #include "floatdot.h"
 #include "fp16.h"
 #include "kquants.h"
+#include "kquants_q23.h"
 #include "kquants_q5k.h"
 #include "quants.h"
 #include "quants_q5.h"
@@ -16,7 +17,8 @@ int bk_matmul_supported(int32_t wtype, int32_t k) {
     switch (wtype) {
     case BK_TYPE_F32: case BK_TYPE_F16: return k > 0;
     case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q5_1: return k > 0 && k % BK_QK == 0;
-    case BK_TYPE_Q4_K: case BK_TYPE_Q6_K: case BK_TYPE_Q5_K: return k > 0 && k % BK_QK_K == 0;
+    case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
+        return k > 0 && k % BK_QK_K == 0;
     case BK_TYPE_Q1_0: return k > 0 && k % BK_QK1_0 == 0;
     case BK_TYPE_Q2_0: return k > 0 && k % BK_QK2_0 == 0;
     default: return 0;
@@ -27,7 +29,8 @@ int32_t bk_act_type(int32_t wtype) {
     switch (wtype) {
     case BK_TYPE_Q4_1: case BK_TYPE_Q5_1: return BK_TYPE_Q8_1;
     case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q1_0: case BK_TYPE_Q2_0: return BK_TYPE_Q8_0;
-    case BK_TYPE_Q4_K: case BK_TYPE_Q6_K: case BK_TYPE_Q5_K: return BK_TYPE_Q8_K;
+    case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
+        return BK_TYPE_Q8_K;
     case BK_TYPE_F16: return BK_TYPE_F16;
     default: return BK_TYPE_F32;
     }
@@ -70,6 +73,12 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
         return;
     case BK_TYPE_Q6_K:
         bk_gemm_q6_K_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
+        return;
+    case BK_TYPE_Q2_K:  /* Q2_K / Q3_K: vec_dot per output on AVX2 (kquants_q23.h) */
+        bk_gemm_q2_K_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
+        return;
+    case BK_TYPE_Q3_K:
+        bk_gemm_q3_K_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
         return;
     case BK_TYPE_Q5_K:
         bk_gemm_q5_K_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);

@@ -19,6 +19,8 @@
  *                                           gemv for the rest; its activations are then laid out for the
  *                                           whole node by bk_act_prepare_q4_K_8x8 (not bk_act_prepare), and
  *                                           bk_matmul must get all n columns of the node, rows split by 8.
+ *   Q2_K    Q8_K                            ggml_vec_dot_q2_K_q8_K per output (repacked only with AVX-512)
+ *   Q3_K    Q8_K                            ggml_vec_dot_q3_K_q8_K per output (kquants_q23.h)
  *
  * The Bonsai types (quants_bonsai.h): neither sgemm nor repack takes them on x86, so any n:
  *   Q1_0    Q8_0                            ggml_vec_dot_q1_0_q8_0 (AVX2) per output
@@ -40,6 +42,8 @@ enum bk_type {
     BK_TYPE_Q5_1 = 7,
     BK_TYPE_Q8_0 = 8,
     BK_TYPE_Q8_1 = 9,
+    BK_TYPE_Q2_K = 10,
+    BK_TYPE_Q3_K = 11,
     BK_TYPE_Q4_K = 12,
     BK_TYPE_Q5_K = 13,
     BK_TYPE_Q6_K = 14,

@@ -35,14 +35,20 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # tests/oracle/forward/ops_k.json (48 MUL_MAT + 9 GET_ROWS, tests/test_kernels_forward.py: 57 of 57 identical) and
 # graph records q5_k_m / q5_k_s / q5_1 / qwen3_q5_k_m (1,092 rows each) and shapes_q4_k_m (117 + 117 + 21 rows,
 # untied Q4_K and tied Q6_K embeddings, the 1B llama), replayed by tests/test_forward_kquants_llama.py.
+# The llama and qwen3 graphs' matrices also in Q2_K and Q3_K (one vec_dot per output against Q8_K activations,
+# as the AVX2 build runs them: no repack, no sgemm), bit-exact on SmolLM2 and its qwen3 re-description with
+# Q2_K / Q3_K ffn_down matrices (tests/test_forward_kquants_q23.py, records q2_k_overrides.json,
+# q3_k_s_overrides.json and qwen3_q2_k_overrides.json: 1,092 of 1,092 rows identical each), and as ops in
+# ops_k.json (48 more MUL_MAT cases, n = 1 .. 64 columns: 48 of 48 identical).
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
 ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
     "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
-    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"},
+    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                                                   "Q6_K"},
               "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"}},
-    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"},
+    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
               "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"}},
 }
 

@@ -22,7 +22,7 @@ from bankml.kernels.fp16 cimport bk_fp16_to_fp32_row
 
 cnp.import_array()
 
-TYPES = {"F32": 0, "F16": 1, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q5_K": 13}
+TYPES = {"F32": 0, "F16": 1, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q5_K": 13}
 
 
 def uses_vnni():
