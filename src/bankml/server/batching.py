@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ModelFileChanged
+from ..errors import ContextFull, ModelFileChanged
 from .generation import (Error, Final, _release, copy_to_children, launch_slots, pre_decode, prompt_decoded,
                          prompt_progress, prompt_start, sample_one)
+from .slots import unified_refusal
 
 log = logging.getLogger("bankml.server")
 
@@ -54,8 +55,9 @@ def unbatched_reason(ctx) -> str | None:
     if ctx.n_slots <= 1:
         return "one slot"
     if ctx.kv_unified:
-        return ("a unified KV cache (-kvu, -np auto): llama-server's cell placement across sequences in one stream "
-                "is not reproduced by bankml yet")
+        if ctx.slots.unified is not None:   # one UnifiedCache, decode_unified
+            return None
+        return f"a unified KV cache (-kvu, -np auto) with {unified_refusal(ctx)}"
     arch = ctx.header.architecture
     if arch != "llama":                 # Model.decode_batch gathers several streams in llama's graph only
         return f"several sequences in one decode of a {arch} model are not reproduced by bankml yet"
@@ -186,16 +188,48 @@ class Batcher:
             n = min(n_batch - size, P - start)
             rows.append([r, r.task.tokens[start:start + n], start, start + n == P, True])
             size += n
-        for v, view in enumerate(_views(rows, n_batch)):
-            self._decode_view(v, view, group_of)
+        v = 0
+        while rows:
+            view, rest = _take(rows, n_batch)
+            try:
+                self._decode_view(v, view, group_of)
+            except ContextFull:
+                if ctx.slots.unified is None:
+                    raise
+                # llama_decode found no cells for the view (a unified cache, nothing changed): at n_batch 1 every
+                # processing slot fails; else the first idle slot holding tokens is purged
+                # (try_clear_idle_slots), or n_batch halves, and the view is tried again
+                if n_batch == 1:
+                    self._context_exceeded()
+                    return
+                if not ctx.slots.clear_idle():
+                    n_batch //= 2
+                log.warning("failed to find free space in the KV cache, retrying with smaller batch size, "
+                            "n_batch = %d", n_batch)
+                continue
+            rows, v = rest, v + 1
+
+    def _context_exceeded(self) -> None:
+        """llama_decode failed at n_batch 1: each processing slot gets "Context size has been exceeded." and is
+        released with its cells dropped (server-context.cpp, b11192)."""
+        err = Error(500, "Context size has been exceeded.", "server_error")
+        slots = [r.slot for g in self.groups for r in g.live()]
+        for g in self.groups:
+            g.abort(self.ctx, err)
+        for s in slots:
+            s.clear()
 
     def _decode_view(self, v: int, view: list, group_of: dict) -> None:
         ctx = self.ctx
         if log.isEnabledFor(logging.DEBUG):
             log.debug("batch: step %d, view %d: %s", self.n_step, v, ", ".join(
                 f"slot {r.slot.id} {len(t)} ({'prompt' if p else 'decode'})" for r, t, _, _, p in view))
-        logits = ctx.model.decode_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view],
-                                        [o for _, _, _, o, _ in view])
+        outs = [o for _, _, _, o, _ in view]
+        if ctx.slots.unified is not None:
+            logits = ctx.model.decode_unified(ctx.slots.unified, [(r.slot.id, t, pos) for r, t, pos, _, _ in view],
+                                              outs)
+        else:
+            logits = ctx.model.decode_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view], outs)
         n_prompt = 0
         sample = set()
         for (r, toks, _, out, is_prompt), row in zip(view, logits):
@@ -229,20 +263,24 @@ class Batcher:
                     group_of[id(r)].abort(ctx, Error(500, str(e) or type(e).__name__, "server_error"))
 
 
+def _take(rows: list, n_batch: int) -> tuple[list, list]:
+    """The batch's next view of n_batch tokens and the rows after it (a slot's share split at the view's end;
+    only its last piece keeps the output)."""
+    view, room = [], n_batch
+    for i, (r, toks, pos, out, is_prompt) in enumerate(rows):
+        take = min(room, len(toks))
+        view.append((r, toks[:take], pos, out and take == len(toks), is_prompt))
+        room -= take
+        if room == 0:
+            rest = [] if take == len(toks) else [(r, toks[take:], pos + take, out, is_prompt)]
+            return view, rest + list(rows[i + 1:])
+    return view, []
+
+
 def _views(rows: list, n_batch: int) -> list[list]:
-    """The batch cut into views of n_batch tokens (a slot's share split at a view's end; only its last piece
-    keeps the output)."""
-    views, cur, room = [], [], n_batch
-    for r, toks, pos, out, is_prompt in rows:
-        off = 0
-        while off < len(toks):
-            take = min(room, len(toks) - off)
-            cur.append((r, toks[off:off + take], pos + off, out and off + take == len(toks), is_prompt))
-            off += take
-            room -= take
-            if room == 0:
-                views.append(cur)
-                cur, room = [], n_batch
-    if cur:
-        views.append(cur)
+    """The whole batch cut into views of n_batch tokens (_take after _take)."""
+    views = []
+    while rows:
+        view, rows = _take(rows, n_batch)
+        views.append(view)
     return views
