@@ -13,8 +13,9 @@ go one after the other on different slots (by LRU, by similarity, by id_slot):
   in position order;
 - with `--no-cache-idle-slots`, or `-cram 0` (which turns idle caching off), idle slots keep their cells and a
   second conversation goes after the first's;
-- `-c 512 -cram 0`: a prompt that does not fit beside an idle slot's cells fails its llama_decode, and
-  llama-server purges the first idle slot holding tokens and retries (try_clear_idle_slots).
+- `-c 512 -cram 0`: a prompt that does not fit beside the idle slots' cells fails its llama_decode, and
+  llama-server purges the first idle slot holding tokens and retries (try_clear_idle_slots); its generation
+  then runs out of cells and purges the next idle slot (llama-server's log says "purging slot" twice).
 Every completion asks n_probs (float bits compared) and return_tokens; prompts are raw /completion text (no
 common prefix between conversations, so slot choice goes by LRU unless a request names id_slot) and chats.
 Each session is played twice on fresh servers (unless --no-check) and left out if the two runs differ.
@@ -40,6 +41,8 @@ B = ("In the workshop the clockmaker kept a hundred small drawers, each holding 
      "screws, labelled in a careful hand that nobody else could read. ") * 4
 C = ("Seven ships left the harbour at dawn, their sails grey against the cloudy sky, bound for islands that "
      "appeared on no chart the harbour master had ever seen. ") * 3
+E = ("Under the old bridge the fishermen mended their nets every morning, talking about the weather, the price "
+     "of salt and the boats that had not come back. ") * 3
 D = "A recipe for bread: flour, water, salt and yeast, mixed and kneaded, then left to rise for"
 
 
@@ -104,9 +107,11 @@ def sessions() -> list[dict]:
     s.append(session("auto_small_ctx_purge", ["-m", "$MODEL", "-t", "2", "-c", "512", "--jinja", "--reasoning",
                                               "off", "--no-webui", "-cram", "0"],
                      [("new", A, {"n_predict": 16}), ("new", B, {"n_predict": 16}),
-                      ("more", 0, " Later", {"n_predict": 8}), ("new", C, {"n_predict": 8, "id_slot": 0})],
-                     "-c 512 -cram 0: a prompt that does not fit beside an idle slot's cells purges it "
-                     "(try_clear_idle_slots) and is retried"))
+                      ("more", 0, " Later", {"n_predict": 8}), ("new", C, {"n_predict": 8, "id_slot": 0}),
+                      ("new", E, {"n_predict": 64})],
+                     "-c 512 -cram 0: a prompt that does not fit beside the idle slots' cells purges the first "
+                     "idle slot holding tokens (try_clear_idle_slots) and is retried; its generation runs out of "
+                     "cells again and purges the next one, whose hole takes its last tokens"))
     chats = ss.turns(["Name three rivers of Europe.", "Which one is the longest?"], logprobs=True, top_logprobs=2)
     other = ss.turns(["Write a haiku about snow."], logprobs=True, top_logprobs=2, at=2)
     s.append({"name": "auto_chats", "flags": AUTO + ["--no-cache-idle-slots"],

@@ -286,7 +286,8 @@ class UnifiedCache:
     every sequence shares, each cell holding one sequence's position (llama_kv_cache with kv_unified, one
     stream). A sequence's tokens take the first empty cells from the search head, so sequences interleave and
     fill the holes seq_rm leaves (docs/engine.md "A unified cache"). Decode with Model.decode_unified. The llama
-    graph only; no context shift, no seq_cp (one sequence per cell), no save/restore."""
+    graph only; no context shift, no seq_cp (one sequence per cell); one sequence's save/restore through
+    seq(seq_id) (UnifiedSeq)."""
 
     def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
         if cache_type not in CACHE_TYPES:

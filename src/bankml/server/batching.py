@@ -1,5 +1,6 @@
 """Continuous batching: several slots' work in one forward pass per step, as llama-server b11192's update_slots
-gathers it (tools/server/server-context.cpp) when every slot has its own KV stream (-np N > 1 without -kvu).
+gathers it (tools/server/server-context.cpp) when every slot has its own KV stream (-np N > 1 without -kvu), or
+when the slots share one unified stream (-kvu, and -np auto: llama-server's default of 4 slots).
 
     batcher = Batcher.for_context(ctx, worker)   # None when the slots are served one at a time (see below)
     worker.submit(batcher.admit, task)           # a completion task: its slots, or deferred until slots free
@@ -17,7 +18,12 @@ between steps, as llama-server's start_loop does), then runs one step while any 
    starts gets its timers, reused prefix and first stream event then; a child of an n > 1 task waits for its
    parent's prompt); the last token of a finished prompt is an output row;
 4. the batch is decoded in views of n_batch tokens, each one Model.decode_batch (one llama_decode: the engine
-   cuts it into ubatches with split_equal, so each row has the bits libllama gives it in that batch);
+   cuts it into ubatches with split_equal, so each row has the bits libllama gives it in that batch), or on a
+   unified cache Model.decode_unified (split_simple; each ubatch's tokens take the first empty cells from the
+   search head). A view that finds no cells there (llama_decode's 1, nothing changed) is retried after the
+   first idle slot holding tokens is purged (try_clear_idle_slots), else with n_batch halved; at n_batch 1 every
+   processing slot fails with "Context size has been exceeded." and drops its cells. A decoded view puts
+   n_batch back;
 5. after each view, in slot order: the progress event of each slot processing a prompt (return_progress), then
    each slot whose output row is in the view samples it with its own sampler (a parent whose prompt ended first
    copies its cells to its children, who sample the same row).
@@ -28,9 +34,9 @@ task (the first that asked for that slot, else the oldest) back at the queue's f
 runs whole between steps once a slot is idle; a slot save / restore / erase waits until its slot is released
 (bankml.server.worker.Worker.call's wait_for).
 
-Served one at a time instead (for_context returns None): one slot (-np 1), the unified KV cache (-kvu, and -np
-auto): its cell placement across sequences (holes, interleaving, one stream and split_simple) is not reproduced
-by bankml (docs/engine.md), and models whose graph Model.decode_batch does not gather (other than llama).
+Served one at a time instead (for_context returns None): one slot (-np 1), a unified KV cache that
+slots.unified_refusal names (a model other than llama, embeddings), and models whose graph Model.decode_batch
+does not gather (other than llama).
 
 With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt),
 ...` (rows per slot, in the batch's order).
@@ -57,7 +63,7 @@ def unbatched_reason(ctx) -> str | None:
     if ctx.kv_unified:
         if ctx.slots.unified is not None:   # one UnifiedCache, decode_unified
             return None
-        return f"a unified KV cache (-kvu, -np auto) with {unified_refusal(ctx)}"
+        return f"a unified KV cache (-kvu, -np auto): {unified_refusal(ctx)}"
     arch = ctx.header.architecture
     if arch != "llama":                 # Model.decode_batch gathers several streams in llama's graph only
         return f"several sequences in one decode of a {arch} model are not reproduced by bankml yet"
@@ -208,6 +214,7 @@ class Batcher:
                             "n_batch = %d", n_batch)
                 continue
             rows, v = rest, v + 1
+            n_batch = ctx.n_batch       # a decoded view puts n_batch back (update_slots)
 
     def _context_exceeded(self) -> None:
         """llama_decode failed at n_batch 1: each processing slot gets "Context size has been exceeded." and is

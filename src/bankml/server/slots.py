@@ -291,7 +291,7 @@ def unified_refusal(ctx) -> str | None:
     if ctx.n_slots <= 1:
         return "one slot"
     if ctx.header.architecture != "llama":
-        return f"a unified KV cache for a {ctx.header.architecture} model is not reproduced by bankml yet"
+        return f"one unified stream for a {ctx.header.architecture} model is not reproduced by bankml yet"
     if ctx.cfg.embedding:
         return "embeddings on a unified KV cache are served with a cache per slot"
     return None
