@@ -12,6 +12,6 @@ _missing = _cpu.missing_features()
 if _missing:
     raise UnsupportedCPU(_missing)
 
-from .model import KV_PAD, HParams, KVCache, Model, UnifiedCache, pad_ctx  # noqa: E402
+from .model import KV_PAD, HParams, KVCache, Model, UnifiedCache, UnifiedSeq, pad_ctx  # noqa: E402
 
-__all__ = ["KV_PAD", "HParams", "KVCache", "Model", "UnifiedCache", "pad_ctx"]
+__all__ = ["KV_PAD", "HParams", "KVCache", "Model", "UnifiedCache", "UnifiedSeq", "pad_ctx"]

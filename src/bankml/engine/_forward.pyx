@@ -34,7 +34,8 @@ from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK
                                 bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
 from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean, bk_pool_mean_ubatch
-from bankml.kernels.kv cimport bk_kv_seq_add, bk_kvu_seq_pos_max, bk_kvu_seq_pos_min, bk_kvu_seq_rm
+from bankml.kernels.kv cimport (bk_kv_seq_add, bk_kvu_apply_ubatch, bk_kvu_seq_pos_max, bk_kvu_seq_pos_min,
+                                bk_kvu_seq_rm)
 from bankml.kernels.rope cimport bk_rope_shift_f16, bk_rope_shift_q8_0, bk_rope_theta_scale
 from bankml.kernels.attention cimport bk_attn_rot_k_size
 from bankml.kernels.forward cimport bk_kv_cache_k
@@ -568,6 +569,45 @@ cdef class _KVCache:
         if self.kv.cells.seq == NULL:
             raise ValueError("not a unified cache")
         return bk_kvu_seq_pos_min(&self.kv.cells, seq)
+
+    def useq_state(self, int seq):
+        """(positions, bytes) of sequence seq's cells in cell order, as llama_state_seq_get_data writes one sequence
+        of a unified cache (state_write: the cells holding seq in index order, each cell's position; then per layer
+        the K rows and the V rows)."""
+        if self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache")
+        seqs = np.array(<int32_t[:self.kv.size]>self.kv.cells.seq, dtype=np.int32)
+        cells = np.flatnonzero(seqs == seq)
+        pos = self.positions()[cells]
+        out = bytearray(len(cells) * (self.kv.k_row_bytes + self.kv.v_row_bytes) * self.kv.n_layer)
+        _state_rows(&self.kv, np.ascontiguousarray(cells, dtype=np.uint32), out, True)
+        return pos.copy(), bytes(out)
+
+    def useq_load(self, int seq, positions, const unsigned char[::1] data):
+        """The inverse of useq_state, as llama_state_seq_set_data reads one sequence into a unified cache
+        (state_read_meta): the sequence leaves the cache (seq_rm(seq, -1, -1): head moves back to its first freed
+        cell), find_slot gives the saved cells, in their saved order, the empty cells it meets from head,
+        apply_ubatch records them (head moves past the last), and each saved row goes to its cell. Returns False
+        (the sequence then holds nothing, as there) when no cells are free for them."""
+        if self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache")
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] pos = np.ascontiguousarray(positions, dtype=np.int32)
+        cdef size_t n = pos.shape[0]
+        cdef size_t per = n * (self.kv.k_row_bytes + self.kv.v_row_bytes)
+        if <size_t>data.shape[0] != per * self.kv.n_layer:
+            raise ValueError(f"{data.shape[0]} bytes are not the state of {n} cells of this cache")
+        bk_kvu_seq_rm(&self.kv.cells, seq, -1, -1)
+        if n == 0:
+            return True
+        if n > self.kv.size:
+            return False
+        cdef cnp.ndarray[cnp.uint32_t, ndim=1, mode="c"] idx = np.zeros(n, dtype=np.uint32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] sq = np.full(n, seq, dtype=np.int32)
+        if bk_kv_find_slot(&self.kv.cells, &pos[0], <uint32_t>n, &idx[0]) != 0:
+            return False
+        bk_kvu_apply_ubatch(&self.kv.cells, &idx[0], &pos[0], &sq[0], <uint32_t>n)
+        _state_rows(&self.kv, idx, data, False)
+        return True
 
     def seq_rm(self, int p0, int p1=-1):
         bk_kv_seq_rm(&self.kv.cells, p0, p1)

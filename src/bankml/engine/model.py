@@ -286,7 +286,8 @@ class UnifiedCache:
     every sequence shares, each cell holding one sequence's position (llama_kv_cache with kv_unified, one
     stream). A sequence's tokens take the first empty cells from the search head, so sequences interleave and
     fill the holes seq_rm leaves (docs/engine.md "A unified cache"). Decode with Model.decode_unified. The llama
-    graph only; no context shift, no seq_cp (one sequence per cell), no save/restore."""
+    graph only; no context shift, no seq_cp (one sequence per cell); one sequence's save/restore through
+    seq(seq_id) (UnifiedSeq)."""
 
     def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
         if cache_type not in CACHE_TYPES:
@@ -328,6 +329,74 @@ class UnifiedCache:
     def cells(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions, seq ids) of every cell, -1 where empty (cell order)."""
         return self._c.positions(), self._c.cell_seqs()
+
+    def seq(self, seq_id: int) -> "UnifiedSeq":
+        """One sequence of this cache seen as a slot's cache (UnifiedSeq)."""
+        return UnifiedSeq(self, seq_id)
+
+    def state_size(self, n_cells: int = 1) -> int:
+        """Bytes of a sequence's saved state for n_cells cells (K and V rows of every layer)."""
+        return n_cells * self._c.cell_bytes
+
+
+class UnifiedSeq:
+    """One sequence (a llama-server slot, seq id = slot id) of a UnifiedCache, with the part of KVCache's API a
+    server slot uses: n_past, truncate (llama_memory_seq_rm(seq, n, -1)), clear (seq_rm(seq, -1, -1)), save /
+    restore of the sequence alone (llama_state_seq_get_data / set_data: its cells in cell order with their
+    positions; restored through find_slot, so the cells go where the search head finds room, as in libllama).
+    Decode through Model.decode_unified(view.cache, [(view.seq_id, tokens, pos)]). No context shift, no sliding
+    window."""
+
+    has_swa = False
+
+    def __init__(self, cache: UnifiedCache, seq_id: int):
+        self.cache, self.seq_id = cache, int(seq_id)
+        self.n_ctx = cache.n_ctx
+        self.cache_type = cache.cache_type
+
+    @property
+    def n_past(self) -> int:
+        return self.cache.n_past(self.seq_id)
+
+    def truncate(self, n: int) -> None:
+        if n < 0:
+            raise ValueError(f"cannot truncate to {n} positions")
+        self.cache.seq_rm(self.seq_id, n, -1)
+
+    def clear(self) -> None:
+        self.cache.seq_rm(self.seq_id, -1, -1)
+
+    def seq_pos_min(self) -> int:
+        return self.cache.seq_pos_min(self.seq_id)
+
+    def seq_pos_max(self) -> int:
+        return self.cache.seq_pos_max(self.seq_id)
+
+    def state_size(self, n_cells: int = 1) -> int:
+        return self.cache.state_size(n_cells)
+
+    def shift(self, n_keep: int, n_discard: int) -> None:
+        raise NotImplementedError("a context shift on a unified KV cache is not reproduced by bankml yet")
+
+    def save(self) -> CacheState:
+        """The sequence's cells in cell order (positions: the position each holds, always set)."""
+        pos, data = self.cache._c.useq_state(self.seq_id)
+        state = CacheState(data)
+        state.positions = tuple(int(p) for p in pos)
+        return state
+
+    def restore(self, state: bytes) -> None:
+        """llama_state_seq_set_data into this sequence: its cells are dropped, the saved ones (in their saved
+        order, positions from state.positions, else 0 .. n-1) take the cells find_slot gives them. ContextFull
+        when there is no room (the sequence then holds nothing, as in libllama)."""
+        row = self.state_size(1)
+        if len(state) % row:
+            raise ValueError(f"{len(state)} bytes are not a saved state of this cache")
+        n = len(state) // row
+        pos = getattr(state, "positions", None)
+        pos = np.arange(n, dtype=np.int32) if pos is None else np.asarray(pos, dtype=np.int32)
+        if not self.cache._c.useq_load(self.seq_id, pos, bytes(state)):
+            raise ContextFull(self.cache.used, n, self.n_ctx)
 
 
 class Model:

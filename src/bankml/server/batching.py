@@ -1,5 +1,6 @@
 """Continuous batching: several slots' work in one forward pass per step, as llama-server b11192's update_slots
-gathers it (tools/server/server-context.cpp) when every slot has its own KV stream (-np N > 1 without -kvu).
+gathers it (tools/server/server-context.cpp) when every slot has its own KV stream (-np N > 1 without -kvu), or
+when the slots share one unified stream (-kvu, and -np auto: llama-server's default of 4 slots).
 
     batcher = Batcher.for_context(ctx, worker)   # None when the slots are served one at a time (see below)
     worker.submit(batcher.admit, task)           # a completion task: its slots, or deferred until slots free
@@ -17,7 +18,12 @@ between steps, as llama-server's start_loop does), then runs one step while any 
    starts gets its timers, reused prefix and first stream event then; a child of an n > 1 task waits for its
    parent's prompt); the last token of a finished prompt is an output row;
 4. the batch is decoded in views of n_batch tokens, each one Model.decode_batch (one llama_decode: the engine
-   cuts it into ubatches with split_equal, so each row has the bits libllama gives it in that batch);
+   cuts it into ubatches with split_equal, so each row has the bits libllama gives it in that batch), or on a
+   unified cache Model.decode_unified (split_simple; each ubatch's tokens take the first empty cells from the
+   search head). A view that finds no cells there (llama_decode's 1, nothing changed) is retried after the
+   first idle slot holding tokens is purged (try_clear_idle_slots), else with n_batch halved; at n_batch 1 every
+   processing slot fails with "Context size has been exceeded." and drops its cells. A decoded view puts
+   n_batch back;
 5. after each view, in slot order: the progress event of each slot processing a prompt (return_progress), then
    each slot whose output row is in the view samples it with its own sampler (a parent whose prompt ended first
    copies its cells to its children, who sample the same row).
@@ -28,9 +34,9 @@ task (the first that asked for that slot, else the oldest) back at the queue's f
 runs whole between steps once a slot is idle; a slot save / restore / erase waits until its slot is released
 (bankml.server.worker.Worker.call's wait_for).
 
-Served one at a time instead (for_context returns None): one slot (-np 1), the unified KV cache (-kvu, and -np
-auto): its cell placement across sequences (holes, interleaving, one stream and split_simple) is not reproduced
-by bankml (docs/engine.md), and models whose graph Model.decode_batch does not gather (other than llama).
+Served one at a time instead (for_context returns None): one slot (-np 1), a unified KV cache that
+slots.unified_refusal names (a model other than llama, embeddings), and models whose graph Model.decode_batch
+does not gather (other than llama).
 
 With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt),
 ...` (rows per slot, in the batch's order).
@@ -40,9 +46,10 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ModelFileChanged
+from ..errors import ContextFull, ModelFileChanged
 from .generation import (Error, Final, _release, copy_to_children, launch_slots, pre_decode, prompt_decoded,
                          prompt_progress, prompt_start, sample_one)
+from .slots import unified_refusal
 
 log = logging.getLogger("bankml.server")
 
@@ -54,8 +61,9 @@ def unbatched_reason(ctx) -> str | None:
     if ctx.n_slots <= 1:
         return "one slot"
     if ctx.kv_unified:
-        return ("a unified KV cache (-kvu, -np auto): llama-server's cell placement across sequences in one stream "
-                "is not reproduced by bankml yet")
+        if ctx.slots.unified is not None:   # one UnifiedCache, decode_unified
+            return None
+        return f"a unified KV cache (-kvu, -np auto): {unified_refusal(ctx)}"
     arch = ctx.header.architecture
     if arch != "llama":                 # Model.decode_batch gathers several streams in llama's graph only
         return f"several sequences in one decode of a {arch} model are not reproduced by bankml yet"
@@ -186,16 +194,49 @@ class Batcher:
             n = min(n_batch - size, P - start)
             rows.append([r, r.task.tokens[start:start + n], start, start + n == P, True])
             size += n
-        for v, view in enumerate(_views(rows, n_batch)):
-            self._decode_view(v, view, group_of)
+        v = 0
+        while rows:
+            view, rest = _take(rows, n_batch)
+            try:
+                self._decode_view(v, view, group_of)
+            except ContextFull:
+                if ctx.slots.unified is None:
+                    raise
+                # llama_decode found no cells for the view (a unified cache, nothing changed): at n_batch 1 every
+                # processing slot fails; else the first idle slot holding tokens is purged
+                # (try_clear_idle_slots), or n_batch halves, and the view is tried again
+                if n_batch == 1:
+                    self._context_exceeded()
+                    return
+                if not ctx.slots.clear_idle():
+                    n_batch //= 2
+                log.warning("failed to find free space in the KV cache, retrying with smaller batch size, "
+                            "n_batch = %d", n_batch)
+                continue
+            rows, v = rest, v + 1
+            n_batch = ctx.n_batch       # a decoded view puts n_batch back (update_slots)
+
+    def _context_exceeded(self) -> None:
+        """llama_decode failed at n_batch 1: each processing slot gets "Context size has been exceeded." and is
+        released with its cells dropped (server-context.cpp, b11192)."""
+        err = Error(500, "Context size has been exceeded.", "server_error")
+        slots = [r.slot for g in self.groups for r in g.live()]
+        for g in self.groups:
+            g.abort(self.ctx, err)
+        for s in slots:
+            s.clear()
 
     def _decode_view(self, v: int, view: list, group_of: dict) -> None:
         ctx = self.ctx
         if log.isEnabledFor(logging.DEBUG):
             log.debug("batch: step %d, view %d: %s", self.n_step, v, ", ".join(
                 f"slot {r.slot.id} {len(t)} ({'prompt' if p else 'decode'})" for r, t, _, _, p in view))
-        logits = ctx.model.decode_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view],
-                                        [o for _, _, _, o, _ in view])
+        outs = [o for _, _, _, o, _ in view]
+        if ctx.slots.unified is not None:
+            logits = ctx.model.decode_unified(ctx.slots.unified, [(r.slot.id, t, pos) for r, t, pos, _, _ in view],
+                                              outs)
+        else:
+            logits = ctx.model.decode_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view], outs)
         n_prompt = 0
         sample = set()
         for (r, toks, _, out, is_prompt), row in zip(view, logits):
@@ -229,20 +270,24 @@ class Batcher:
                     group_of[id(r)].abort(ctx, Error(500, str(e) or type(e).__name__, "server_error"))
 
 
+def _take(rows: list, n_batch: int) -> tuple[list, list]:
+    """The batch's next view of n_batch tokens and the rows after it (a slot's share split at the view's end;
+    only its last piece keeps the output)."""
+    view, room = [], n_batch
+    for i, (r, toks, pos, out, is_prompt) in enumerate(rows):
+        take = min(room, len(toks))
+        view.append((r, toks[:take], pos, out and take == len(toks), is_prompt))
+        room -= take
+        if room == 0:
+            rest = [] if take == len(toks) else [(r, toks[take:], pos + take, out, is_prompt)]
+            return view, rest + list(rows[i + 1:])
+    return view, []
+
+
 def _views(rows: list, n_batch: int) -> list[list]:
-    """The batch cut into views of n_batch tokens (a slot's share split at a view's end; only its last piece
-    keeps the output)."""
-    views, cur, room = [], [], n_batch
-    for r, toks, pos, out, is_prompt in rows:
-        off = 0
-        while off < len(toks):
-            take = min(room, len(toks) - off)
-            cur.append((r, toks[off:off + take], pos + off, out and off + take == len(toks), is_prompt))
-            off += take
-            room -= take
-            if room == 0:
-                views.append(cur)
-                cur, room = [], n_batch
-    if cur:
-        views.append(cur)
+    """The whole batch cut into views of n_batch tokens (_take after _take)."""
+    views = []
+    while rows:
+        view, rows = _take(rows, n_batch)
+        views.append(view)
     return views

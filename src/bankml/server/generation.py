@@ -35,6 +35,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from ..engine.model import UnifiedSeq
 from ..errors import ModelFileChanged
 from . import energy
 from .http import Refusal
@@ -685,6 +686,12 @@ def pre_decode(ctx, live: list[_Run], grouped) -> list[_Run]:
     grouped(run) (a shared prompt's sequence), refused. Returns the sequences still live."""
     for r in live:
         if r.ctx_shift and len(r.slot.tokens) + 1 >= r.n_ctx:
+            if isinstance(r.slot.cache, UnifiedSeq):
+                # seq_add with the K re-rotation of one sequence in a shared stream: not built on UnifiedCache
+                _release(ctx.slots, r, Error(501, "context shift on a unified KV cache (-kvu, -np auto) is not "
+                                             "reproduced by bankml yet", "not_supported_error"),
+                         grouped(r), finished=False)
+                continue
             if grouped(r):
                 # send_error + slot.release (server-context.cpp:2928): no prediction metrics for it
                 _release(ctx.slots, r, Error(500, "context shift cannot be used for shared prompt",

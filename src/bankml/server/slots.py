@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..cxx.cfloat import f32
+from ..errors import ContextFull
 from . import energy
 
 log = logging.getLogger("bankml.server")
@@ -197,7 +198,11 @@ class PromptCache:
             if f32(f_keep_best) < f_keep and f32(f_sim_best) < f_sim:
                 f_keep_best, f_sim_best, best = f_keep, f_sim, e
         if best is not None:
-            slot.cache.restore(best.state)
+            try:
+                slot.cache.restore(best.state)
+            except ContextFull:             # no room in a unified cache: the slot holds nothing (prompt_clear)
+                log.warning("failed to restore state with size %d", best.nbytes)
+                return False
             slot.tokens = best.tokens
             slot.checkpoints = list(best.checkpoints)
             self.states.remove(best)
@@ -277,6 +282,21 @@ class Metrics:
         self.prompt_bucket, self.predict_bucket = Bucket(), Bucket()
 
 
+def unified_refusal(ctx) -> str | None:
+    """Why this server's slots do not share one unified KV cache (None: they do, on Model.new_unified_cache):
+    no unified cache asked, one slot (a unified cache of one sequence is a cache of its own), a graph other than
+    llama (decode_unified is llama's), embeddings (their unified placement is not reproduced)."""
+    if not ctx.kv_unified:
+        return "a split KV cache"
+    if ctx.n_slots <= 1:
+        return "one slot"
+    if ctx.header.architecture != "llama":
+        return f"one unified stream for a {ctx.header.architecture} model is not reproduced by bankml yet"
+    if ctx.cfg.embedding:
+        return "embeddings on a unified KV cache are served with a cache per slot"
+    return None
+
+
 class SlotPool:
     """The server's slots (see the module doc)."""
 
@@ -286,8 +306,17 @@ class SlotPool:
         model = ctx.model
         self.similarity = cfg.slot_prompt_similarity
         self.slots: list[Slot] = []
+        # llama-server's unified KV cache (-kvu, -np auto) with several slots: one stream shared by every slot, each
+        # slot its sequence (seq id = slot id); else (one slot, a split cache, or what unified_refusal names) each
+        # slot has its own cache
+        self.unified = model.new_unified_cache(ctx.n_ctx_slot) if unified_refusal(ctx) is None else None
         for i in range(ctx.n_slots):
-            cache = model.cache if i == 0 and model.cache.n_ctx == ctx.n_ctx_slot else model.new_cache(ctx.n_ctx_slot)
+            if self.unified is not None:
+                cache = self.unified.seq(i)
+            elif i == 0 and model.cache.n_ctx == ctx.n_ctx_slot:
+                cache = model.cache
+            else:
+                cache = model.new_cache(ctx.n_ctx_slot)
             s = Slot(i, cache, ctx.n_ctx_slot)
             s.cache_row_bytes = cache.state_size(1)
             s.n_layer = model.hparams.n_layer
@@ -344,6 +373,18 @@ class SlotPool:
                 ret.clear()
             self.prompt_cache.update()
         return ret
+
+    def clear_idle(self) -> bool:
+        """try_clear_idle_slots (server-context.cpp, b11192): with a unified cache, the first idle slot holding
+        tokens drops them (prompt_clear); whether one did."""
+        if self.unified is None:
+            return False
+        for s in self.slots:
+            if not s.processing and s.tokens:
+                log.warning("purging slot %d with %d tokens", s.id, len(s.tokens))
+                s.clear()
+                return True
+        return False
 
     def cache_idle(self, active: Slot) -> None:
         """cache_idle_slots: after a completion task is launched, save every idle slot (a unified pool also

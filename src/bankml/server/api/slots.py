@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...cxx import nljson
+from ...engine.model import UnifiedSeq
 from ...errors import ContextFull
 from .. import slotfile
 from ..http import Refusal, error_response, json_response
@@ -103,8 +104,12 @@ def _geometry(ctx, slot) -> slotfile.Geometry:
 
 
 def _refuse_swa(slot) -> None:
-    """Slot files of a cache with sliding-window layers (llama_kv_cache_iswa: two caches in one file) are not
-    written or read by bankml yet."""
+    """Slot files of a cache with sliding-window layers (llama_kv_cache_iswa: two caches in one file), or of a
+    slot sharing a unified KV cache (its cells in cell order, restored through find_slot among the other slots'
+    cells), are not written or read by bankml yet."""
+    if isinstance(slot.cache, UnifiedSeq):
+        raise Refusal(501, "slot save / restore with a unified KV cache (-kvu, -np auto) is not reproduced by "
+                           "bankml yet", "not_supported_error")
     if slot.cache.has_swa:
         raise Refusal(501, "slot save / restore of a model with sliding-window layers is not reproduced by bankml "
                            "yet", "not_supported_error")
