@@ -13,6 +13,11 @@ the other tasks' counts of sampled tokens, and the replay submits the second req
 third right after it. The third's start then follows from the rules alone (a released slot puts the deferred
 task first in the queue). Each request is also recorded alone, on a fresh server, for the comparison of
 a batched answer with the answer served alone.
+
+    python -m testing.record_batching --qwen3 [--check] [NAME ...]
+
+records QWEN3_SCHEDULES on the Q4_1 file re-described as qwen3 (testing/record_forward.py derived("qwen3"); the
+record keeps its sha256) into tests/oracle/server/batching_qwen3.json instead.
 """
 
 from __future__ import annotations
@@ -73,6 +78,10 @@ SCHEDULES = [
      "B": body("Green is the colour of " * 8, 20, temperature=0.8, seed=5),
      "C": body("The train leaves the station " * 12, 14)},
 ]
+
+# the schedules played on the qwen3 file (batching_qwen3.json): both sides of 512 cells, a small batch, three slots
+OUT_QWEN3 = REPO / "tests" / "oracle" / "server" / "batching_qwen3.json"
+QWEN3_SCHEDULES = ("greedy_np2", "sampled_np2", "split_kv_np2", "three_slots_np3")
 
 
 def _argv(flags):
@@ -192,11 +201,17 @@ def alone(s: dict, model: str) -> dict:
 
 def main() -> None:
     check = "--check" in sys.argv
+    out = OUT
     model = str(model_path("smollm2"))
     only = [a for a in sys.argv[1:] if not a.startswith("-")]
     rec = {"doc": __doc__.split("\n\n")[0], "path": P, "schedules": []}
+    if "--qwen3" in sys.argv:
+        from bankml.models.verify import sha256_file
+        from testing.record_forward import derived
+        out, model = OUT_QWEN3, str(derived("qwen3"))
+        rec |= {"model": "qwen3", "sha256": sha256_file(model)}
     for s in SCHEDULES:
-        if only and s["name"] not in only:
+        if (only and s["name"] not in only) or (out == OUT_QWEN3 and s["name"] not in QWEN3_SCHEDULES):
             continue
         got = run_schedule(s, model)
         entry = {"name": s["name"], "flags": s.get("flags", FLAGS), "after": s["after"],
@@ -205,15 +220,15 @@ def main() -> None:
         print(s["name"], json.dumps(got["schedule"])[:400])
     if check:
         return
-    if only and OUT.exists():               # the other schedules stay as recorded
+    if only and out.exists():               # the other schedules stay as recorded
         new = {e["name"]: e for e in rec["schedules"]}
-        old = json.loads(OUT.read_text())["schedules"]
+        old = json.loads(out.read_text())["schedules"]
         names = [e["name"] for e in old] + [n for n in new if n not in {e["name"] for e in old}]
         rec["schedules"] = [new.get(n) or next(e for e in old if e["name"] == n) for n in names]
-    tmp = OUT.with_suffix(".tmp")
+    tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
-    tmp.replace(OUT)
-    print("wrote", OUT)
+    tmp.replace(out)
+    print("wrote", out)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,13 @@ the F16 file (its kernels follow a MUL_MAT node's column count: the gathered out
 Token ids are not stored: tests/engine_replay.py's `lcg_tokens(seed, n_vocab)` draws them (a 31-bit LCG) in item
 order, for the recorder and the test alike, and each schedule keeps the sha256 of its ids to catch a drift. The unified cache (`-kvu`, `-np auto`) is recorded by
 testing/record_multiseq_unified.py with this file's shim and `play`.
+
+    OMP_WAIT_POLICY=passive PYTHONPATH=. nice python testing/record_multiseq.py qwen3   # about 3 min
+
+writes tests/oracle/forward/multiseq_qwen3.json instead: the qwen3 graph (per-head Q/K norms, NEOX RoPE) on the
+Q4_1 file re-described as qwen3 (testing/record_forward.py derived("qwen3")), QWEN3_SCHEDULES of the seeded
+schedules above (2 .. 8 sequences) and `eight()` with the F16 cache, QWEN3_KVQ8_SCHEDULES and `eight()` with
+the Q8_0 cache.
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ SCHEDULES = 28                  # seeded, Q4_1 weights, F16 cache
 F16_SCHEDULES = 4               # seeded, F16 weights (their kernels follow a MUL_MAT's column count)
 KVQ8_SCHEDULES = 4              # seeded, Q4_1 weights, Q8_0 cache
 MAX_STEP_TOKENS = 1024          # a step's batch (llama-server's n_batch is 2048; kept lower for time)
+OUT_QWEN3 = REPO / "tests" / "oracle" / "forward" / "multiseq_qwen3.json"
+MODEL_QWEN3 = "derived/smollm2-135m-instruct-qwen3.gguf"   # record_forward.py MODELS["qwen3"]
+QWEN3_SCHEDULES = 7             # seeded (the first seven of the llama ones: 2 .. 8 sequences), F16 cache
+QWEN3_KVQ8_SCHEDULES = 2        # seeded, Q8_0 cache
 LENGTHS_512 = [1, 2, 5, 31, 63, 64, 65, 100, 130, 200, 250, 254]
 LENGTHS_1024 = LENGTHS_512 + [300, 450, 509, 510, 600]
 
@@ -127,6 +138,16 @@ def cases() -> list[dict]:
     for idx in range(SCHEDULES + F16_SCHEDULES, SCHEDULES + F16_SCHEDULES + KVQ8_SCHEDULES):
         out.append(schedule(idx) | {"model": MODEL, "cache_type": "q8_0"})
     out.append(eight(9002) | {"model": MODEL, "cache_type": "q8_0"})
+    return out
+
+
+def cases_qwen3() -> list[dict]:
+    """The qwen3 file's schedules (see the module's doc)."""
+    f16 = {"model": MODEL_QWEN3, "cache_type": "f16"}
+    q8 = {"model": MODEL_QWEN3, "cache_type": "q8_0"}
+    out = [schedule(idx) | f16 for idx in range(QWEN3_SCHEDULES)] + [eight(9100) | f16]
+    first = SCHEDULES + F16_SCHEDULES
+    out += [schedule(idx) | q8 for idx in range(first, first + QWEN3_KVQ8_SCHEDULES)] + [eight(9102) | q8]
     return out
 
 
@@ -211,7 +232,8 @@ def record(cases_: list[dict], out: Path, context: tuple | None = None, head: di
         print(f"{idx}: {sc['model']} {sc['cache_type']} seqs {sc['n_seq']}, cells {sc.get('cells', '-')}, "
               f"steps {len(sc['steps'])}, {sum(it[1] for st in sc['steps'] for it in st['items'])} tokens, "
               f"{time.time() - t0:.0f} s", flush=True)
-    pins = {m: hashlib.sha256(model_path(m).read_bytes()).hexdigest() for m in (MODEL, MODEL_F16)}
+    models = dict.fromkeys(c["model"] for c in done)    # the files of the cases, in their order
+    pins = {m: hashlib.sha256(model_path(m).read_bytes()).hexdigest() for m in models}
     out.write_text(json.dumps({"oracle": "llama.cpp b11192 libllama, haswell CPU build", "model_sha256": pins,
                                "threads": THREADS} | (head or {}) | {"n_vocab": N_VOCAB, "rows": rows,
                                                                      "cases": done}, separators=(",", ":")) + "\n")
@@ -219,6 +241,11 @@ def record(cases_: list[dict], out: Path, context: tuple | None = None, head: di
 
 
 def main() -> None:
+    if sys.argv[1:] == ["qwen3"]:
+        from testing.record_forward import derived
+        derived("qwen3")
+        record(cases_qwen3(), OUT_QWEN3, head={"unified": False})
+        return
     record(cases(), OUT, head={"unified": False})
 
 

@@ -21,6 +21,12 @@ prompts that fill holes and interleave.
 
 Token ids are not stored: tests/engine_replay.py's `lcg_tokens(seed, n_vocab)` draws them in item order, for the
 recorder and the test alike; each schedule keeps the sha256 of its ids.
+
+    OMP_WAIT_POLICY=passive PYTHONPATH=. nice python testing/record_multiseq_unified.py qwen3
+
+writes tests/oracle/forward/multiseq_unified_qwen3.json instead: the qwen3 graph on the Q4_1 file re-described as
+qwen3 (testing/record_forward.py derived("qwen3")), QWEN3_SCHEDULES seeded schedules and `made()` with the F16
+cache, QWEN3_KVQ8_SCHEDULES and `made()` with the Q8_0 cache.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from testing.record_multiseq import MODEL, MODEL_F16, batch_step, record  # noqa: E402
+from testing.record_multiseq import MODEL, MODEL_F16, MODEL_QWEN3, batch_step, record  # noqa: E402
 
 OUT = REPO / "tests" / "oracle" / "forward" / "multiseq_unified.json"
 N_CTX = 4096                    # -c 4096: the unified cache's cells
@@ -42,6 +48,9 @@ N_SEQ_MAX = 4                   # -np auto: 4 slots
 SCHEDULES = 14                  # seeded, Q4_1 weights, F16 cache
 KVQ8_SCHEDULES = 5              # seeded, Q4_1 weights, Q8_0 cache
 F16_SCHEDULES = 2               # seeded, F16 weights, F16 cache
+OUT_QWEN3 = REPO / "tests" / "oracle" / "forward" / "multiseq_unified_qwen3.json"
+QWEN3_SCHEDULES = 6             # seeded (the first six of the llama ones), the qwen3 file, F16 cache
+QWEN3_KVQ8_SCHEDULES = 3        # seeded, the qwen3 file, Q8_0 cache
 MAX_STEP_TOKENS = 1024          # a step's batch (llama-server's n_batch is 2048; kept lower for time)
 LENGTHS = [1, 2, 5, 31, 63, 64, 65, 100, 130, 200, 250, 254, 300, 450, 509, 510, 600, 800]
 
@@ -126,8 +135,23 @@ def cases() -> list[dict]:
     return out
 
 
+def cases_qwen3() -> list[dict]:
+    """The qwen3 file's schedules (see the module's doc)."""
+    f16 = {"model": MODEL_QWEN3, "cache_type": "f16"}
+    q8 = {"model": MODEL_QWEN3, "cache_type": "q8_0"}
+    out = [schedule(idx) | f16 for idx in range(QWEN3_SCHEDULES)] + [c | f16 for c in made(12100)]
+    out += [schedule(idx) | q8 for idx in range(SCHEDULES, SCHEDULES + QWEN3_KVQ8_SCHEDULES)]
+    return out + [c | q8 for c in made(12110)]
+
+
 def main() -> None:
-    record(cases(), OUT, (N_CTX, N_SEQ_MAX, 1), {"unified": True, "n_ctx": N_CTX, "n_seq_max": N_SEQ_MAX})
+    head = {"unified": True, "n_ctx": N_CTX, "n_seq_max": N_SEQ_MAX}
+    if sys.argv[1:] == ["qwen3"]:
+        from testing.record_forward import derived
+        derived("qwen3")
+        record(cases_qwen3(), OUT_QWEN3, (N_CTX, N_SEQ_MAX, 1), head)
+        return
+    record(cases(), OUT, (N_CTX, N_SEQ_MAX, 1), head)
 
 
 if __name__ == "__main__":

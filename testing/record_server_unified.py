@@ -19,10 +19,17 @@ go one after the other on different slots (by LRU, by similarity, by id_slot):
 Every completion asks n_probs (float bits compared) and return_tokens; prompts are raw /completion text (no
 common prefix between conversations, so slot choice goes by LRU unless a request names id_slot) and chats.
 Each session is played twice on fresh servers (unless --no-check) and left out if the two runs differ.
+
+    PYTHONPATH=. python testing/record_server_unified.py --qwen3 [--no-check] [--port-base 8271]
+
+plays the same sessions (names prefixed qwen3_) on the Q4_1 file re-described as qwen3 (testing/record_forward.py
+derived("qwen3"); the record keeps its sha256) into tests/oracle/server/unified_qwen3.json, replayed by the same
+test on that file.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -121,5 +128,37 @@ def sessions() -> list[dict]:
     return s
 
 
+def qwen3_sessions() -> list[dict]:
+    """sessions() on the qwen3 file: names prefixed qwen3_, the file named ("model": record_forward.py's key)."""
+    return [dict(s, name="qwen3_" + s["name"], model="qwen3") for s in sessions()]
+
+
+def record_qwen3(check: bool, port_base: int) -> None:
+    """Each of qwen3_sessions() played on the qwen3 file (twice when `check`, an unstable one left out), written to
+    unified_qwen3.json with the file's key and sha256."""
+    from bankml.models.verify import sha256_file
+    from testing.record_forward import derived
+    path = derived("qwen3")
+    digest = sha256_file(path)
+    ports = record_server.Ports(port_base)
+    out = []
+    for sess in qwen3_sessions():
+        steps = play(sess, str(path), ports.next())
+        problems = record_server.unstable(steps, play(sess, str(path), ports.next())) if check else []
+        if problems:
+            print(f"UNSTABLE {sess['name']}: left out\n  " + "\n  ".join(p[:300] for p in problems[:5]))
+            continue
+        print(f"{sess['name']}: {len(steps)} requests, statuses {[x['answer']['status'] for x in steps]}", flush=True)
+        out.append({"name": sess["name"], "model": sess["model"], "sha256": digest, "flags": sess["flags"],
+                    "note": sess["note"], "steps": steps})
+    (record_server.OUT / "unified_qwen3.json").write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+
+
 if __name__ == "__main__":
-    record_server.record_file("unified.json", sessions(), __doc__, 8251, play_session=play)
+    if "--qwen3" in sys.argv:
+        rest = sys.argv[1:]
+        rest.remove("--qwen3")
+        port = int(rest[rest.index("--port-base") + 1]) if "--port-base" in rest else 8271
+        record_qwen3("--no-check" not in rest, port)
+    else:
+        record_server.record_file("unified.json", sessions(), __doc__, 8251, play_session=play)

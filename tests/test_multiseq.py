@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 
 RECORD = FORWARD / "multiseq.json"
 UNIFIED = FORWARD / "multiseq_unified.json"
+# the same schedule kinds on the qwen3 graph (the Q4_1 file re-described as qwen3): `record_multiseq*.py qwen3`
+QWEN3 = FORWARD / "multiseq_qwen3.json"
+UNIFIED_QWEN3 = FORWARD / "multiseq_unified_qwen3.json"
 
 
 def _record(path=RECORD) -> dict:
@@ -46,13 +50,23 @@ def test_unified_record_present():
     assert rec["rows"] == sum(len(st["rows"]) for c in rec["cases"] for st in c["steps"])
 
 
+@pytest.mark.parametrize("path,unified", [(QWEN3, False), (UNIFIED_QWEN3, True)], ids=["split", "unified"])
+def test_qwen3_records_present(path, unified):
+    assert path.exists(), f"{path.name} is missing (testing/record_multiseq{'_unified' if unified else ''}.py qwen3)"
+    rec = _record(path)
+    assert rec["unified"] is unified and rec["threads"] == _record()["threads"]
+    assert {c["model"] for c in rec["cases"]} == {"derived/smollm2-135m-instruct-qwen3.gguf"}
+    assert {c["cache_type"] for c in rec["cases"]} == {"f16", "q8_0"}
+    assert rec["rows"] == sum(len(st["rows"]) for c in rec["cases"] for st in c["steps"]) > 0
+
+
 @pytest.fixture(scope="module")
-def model(smollm2_path, smollm2_f16_path):
+def model(smollm2_path, smollm2_f16_path, smollm2_qwen3_path):
     rec = _record()
-    paths = {p.name: p for p in (smollm2_path, smollm2_f16_path)}
-    for pins in (rec["model_sha256"], _record(UNIFIED).get("model_sha256", {})):
-        for name, pin in pins.items():
-            assert sha256_file(paths[name]) == pin, f"{name} is not the file the record was made with"
+    paths = {p.name: p for p in (smollm2_path, smollm2_f16_path, smollm2_qwen3_path)}
+    for path in (RECORD, UNIFIED, QWEN3, UNIFIED_QWEN3):
+        for name, pin in _record(path).get("model_sha256", {}).items():
+            assert sha256_file(paths[Path(name).name]) == pin, f"{name} is not the file the record was made with"
     opened = {}
 
     def get(case: dict, n_ctx: int | None = None) -> Model:
@@ -62,7 +76,7 @@ def model(smollm2_path, smollm2_f16_path):
             for m in opened.values():      # one model open at a time
                 m.close()
             opened.clear()
-            opened[key] = Model.open(paths[case["model"]], n_ctx=n_ctx, oracle_threads=rec["threads"],
+            opened[key] = Model.open(paths[Path(case["model"]).name], n_ctx=n_ctx, oracle_threads=rec["threads"],
                                      cache_type=case["cache_type"])
         return opened[key]
 
@@ -83,11 +97,19 @@ def _check_step(case: dict, i: int, step: dict, got: list, outputs: list) -> int
     return len(rows)
 
 
-@pytest.mark.parametrize("case", _record()["cases"],
-                         ids=lambda c: f"{c['model'].split('-')[-1].removesuffix('.gguf')}-kv{c['cache_type']}"
-                                       f"-seed{c['seed']}-np{c['n_seq']}-c{c['cells']}")
-def test_multiseq_oracle(model, case):
-    rec = _record()
+def _cases(*paths) -> list[tuple]:
+    return [(path, c) for path in paths for c in _record(path)["cases"]]
+
+
+def _model_tag(c: dict) -> str:
+    return c["model"].split("-")[-1].removesuffix(".gguf")
+
+
+@pytest.mark.parametrize("path,case", _cases(RECORD, QWEN3),
+                         ids=lambda x: x.stem if isinstance(x, Path) else
+                         f"{_model_tag(x)}-kv{x['cache_type']}-seed{x['seed']}-np{x['n_seq']}-c{x['cells']}")
+def test_multiseq_oracle(model, path, case):
+    rec = _record(path)
     m = model(case)
     assert m.n_ubatch == 512 and m.n_vocab == rec["n_vocab"]
     caches = [m.cache] + [m.new_cache(n_ctx=case["cells"]) for _ in range(case["n_seq"] - 1)]
@@ -111,11 +133,11 @@ def test_multiseq_oracle(model, case):
     assert compared == sum(len(st["rows"]) for st in case["steps"]) > 0
 
 
-@pytest.mark.parametrize("case", _record(UNIFIED)["cases"],
-                         ids=lambda c: f"{c['model'].split('-')[-1].removesuffix('.gguf')}-kv{c['cache_type']}"
-                                       f"-seed{c['seed']}-np{c['n_seq']}-unified")
-def test_unified_oracle(model, case):
-    rec = _record(UNIFIED)
+@pytest.mark.parametrize("path,case", _cases(UNIFIED, UNIFIED_QWEN3),
+                         ids=lambda x: x.stem if isinstance(x, Path) else
+                         f"{_model_tag(x)}-kv{x['cache_type']}-seed{x['seed']}-np{x['n_seq']}-unified")
+def test_unified_oracle(model, path, case):
+    rec = _record(path)
     m = model(case, rec["n_ctx"])
     assert m.n_ubatch == 512 and m.n_vocab == rec["n_vocab"]
     cache = m.new_unified_cache(n_ctx=rec["n_ctx"])
@@ -174,6 +196,19 @@ def test_refusals_leave_the_caches(small):
 def test_one_item_is_decode(small):
     """A batch of one sequence is an ordinary llama_decode: the same bits as decode() (prompt and a step), through
     decode_batch and through decode_unified."""
+    _one_item_is_decode(small)
+
+
+def test_qwen3_one_item_is_decode(smollm2_qwen3_path):
+    """The same on the qwen3 graph (per-head Q/K norms, NEOX RoPE), which takes both paths too."""
+    m = Model.open(smollm2_qwen3_path, n_ctx=512)
+    try:
+        _one_item_is_decode(m)
+    finally:
+        m.close()
+
+
+def _one_item_is_decode(small):
     toks = list(range(100, 400))
     small.cache.clear()
     small.decode(toks, 0)

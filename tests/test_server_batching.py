@@ -1,5 +1,6 @@
 """Continuous batching (bankml.server.batching) against llama-server b11192 serving overlapping requests on two
-slots: tests/oracle/server/batching.json, recorded by testing/record_batching.py.
+slots: tests/oracle/server/batching.json, recorded by testing/record_batching.py, and some of its schedules on the
+qwen3 file (batching_qwen3.json: the qwen3 graph through Model.decode_batch).
 
 Each schedule is replayed in-process on its recorded flags (-np 2 or 3, split cache; -b 64 -ub 16 in two): A
 streams; each later request is submitted when A has sampled as many tokens as llama-server's log says it had when
@@ -28,10 +29,20 @@ from bankml.server.generation import Error, Final, Token
 from testing.record_batching import _plain_answer, _stream_answer
 
 RECORD = Path(__file__).parent / "oracle" / "server" / "batching.json"
+# some of the schedules on the qwen3 file (testing/record_batching.py --qwen3; the record pins its sha256)
+RECORD_QWEN3 = RECORD.with_name("batching_qwen3.json")
 
 
-def _record():
-    return json.loads(RECORD.read_text())
+def _record(path=RECORD):
+    return json.loads(path.read_text())
+
+
+# (record, schedule index) of every recorded schedule, the qwen3 file's after the llama ones
+SCHEDULES = [(path, i) for path in (RECORD, RECORD_QWEN3) for i in range(len(_record(path)["schedules"]))]
+
+
+def _sched_id(x):
+    return x.stem.removeprefix("batching").lstrip("_") or "llama" if isinstance(x, Path) else str(x)
 
 
 def _argv(flags, model):
@@ -86,12 +97,18 @@ _ENGINES: dict = {}
 
 
 @pytest.fixture(scope="module")
-def engines(smollm2_path):
-    """One Engine per recorded flag set (-v dropped: the test turns the debug log on itself)."""
-    def get(flags):
-        key = tuple(flags)
+def engines(smollm2_path, request):
+    """One Engine per recorded flag set and file (-v dropped: the test turns the debug log on itself); a record
+    naming the qwen3 file gets it (its sha256 checked)."""
+    def get(flags, path=RECORD):
+        model = smollm2_path
+        if path == RECORD_QWEN3:
+            from bankml.models.verify import sha256_file
+            model = request.getfixturevalue("smollm2_qwen3_path")
+            assert sha256_file(model) == _record(path)["sha256"], f"{model} is not the file of {path.name}"
+        key = (str(model), tuple(flags))
         if key not in _ENGINES:
-            _ENGINES[key] = Engine(_argv(flags, str(smollm2_path)))
+            _ENGINES[key] = Engine(_argv(flags, str(model)))
             assert _ENGINES[key].ctx.worker.batcher is not None
         return _ENGINES[key]
     yield get
@@ -163,16 +180,16 @@ def _a_rows_before_prompt(lines: list[str], a_slot: int, slot: int, nth: int) ->
     raise AssertionError(f"no prompt #{nth} on slot {slot} in the batch log")
 
 
-@pytest.mark.parametrize("i", range(len(_record()["schedules"])))
-def test_overlapping_requests_are_llama_servers(engines, i):
-    sched = _record()["schedules"][i]
+@pytest.mark.parametrize("path,i", SCHEDULES, ids=_sched_id)
+def test_overlapping_requests_are_llama_servers(engines, path, i):
+    sched = _record(path)["schedules"][i]
     log = logging.getLogger("bankml.server")
     h = _Joins()
     old = log.level
     log.setLevel(logging.DEBUG)
     log.addHandler(h)
     try:
-        eng = engines(sched["flags"])
+        eng = engines(sched["flags"], path)
         _fresh(eng)
         got = _play(eng, sched)
     finally:
@@ -190,13 +207,13 @@ def test_overlapping_requests_are_llama_servers(engines, i):
     assert any(j["deferred"] for j in joins) or len({j["slot"] for j in joins}) == 3
 
 
-@pytest.mark.parametrize("i", range(len(_record()["schedules"])))
-def test_each_request_alone_is_llama_servers(engines, i):
+@pytest.mark.parametrize("path,i", SCHEDULES, ids=_sched_id)
+def test_each_request_alone_is_llama_servers(engines, path, i):
     """The same requests served one after another (cache_prompt false): llama-server's answers alone. Where the
     record's batched and alone answers are equal (every schedule whose cells stay under 512), batching changed no
     bit in llama-server, and the test above shows it changed none in bankml; `split_kv_np2` shows where it may."""
-    sched = _record()["schedules"][i]
-    eng = engines(sched["flags"])
+    sched = _record(path)["schedules"][i]
+    eng = engines(sched["flags"], path)
     _fresh(eng)
     for name in "ABC":
         body = dict(sched["requests"][name], stream=False, cache_prompt=False)

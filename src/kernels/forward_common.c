@@ -578,8 +578,9 @@ void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, cons
     const int hd = cfg->head_dim;
     const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
     const float eps = cfg->rms_eps;
-    uint16_t *kc = (uint16_t *)bk_kv_cache_k(kv, l), *vc = (uint16_t *)bk_kv_cache_v(kv, l);
     for (int t = ith; t < u->n; t += nth) {
+        /* the row's cache: its stream's with several streams (bk_fwd_decode_seqs), else kv */
+        const bk_kv_cache *c = u->n_stream ? u->streams[t / u->n_seq_tokens] : kv;
         const float *rc = rope + (int64_t)t * cfg->n_rot;
         float *q = st->q + t * nq, *k = st->k + t * nk;
         for (int h = 0; h < cfg->n_head; h++) {
@@ -595,11 +596,11 @@ void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, cons
             bk_rope_neox(kh, 1, 0, cfg->n_rot, rc);
         }
         if (u->q8) {   /* a Q8_0 cache (qwen3), as bk_fwd_rope_store stores it after its RoPE */
-            store_q8_0_row(u, q, k, st->v + t * nk, nq, nk, kv, l, idxs + t);
+            store_q8_0_row(u, q, k, st->v + t * nk, nq, nk, c, l, idxs + t);
             continue;
         }
-        bk_kv_store_f16(k, nk, 1, (uint32_t)nk, idxs + t, kc, nk, 0, 1);
-        bk_kv_store_f16(st->v + t * nk, nk, 1, (uint32_t)nk, idxs + t, vc, nk, 0, 1);
+        bk_kv_store_f16(k, nk, 1, (uint32_t)nk, idxs + t, (uint16_t *)bk_kv_cache_k(c, l), nk, 0, 1);
+        bk_kv_store_f16(st->v + t * nk, nk, 1, (uint32_t)nk, idxs + t, (uint16_t *)bk_kv_cache_v(c, l), nk, 0, 1);
     }
 }
 
@@ -807,8 +808,14 @@ int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk
 
 /* ---------------------------------------------------------------- several sequences (bk_fwd_decode_seqs) */
 
+/* The graphs whose steps honour several sequences in a ubatch (bk_ubatch's n_stream / row_seq / out_rows). */
+static int multi_seq_graph(const bk_model_config *cfg) {
+    return cfg->arch == BK_ARCH_LLAMA || cfg->arch == BK_ARCH_QWEN3;
+}
+
 static int seqs_checked(const bk_model_config *cfg, const bk_fwd_state *st, const bk_fwd_seq *seqs, int32_t n) {
-    if (n <= 0 || n > st->n_ubatch || n > BK_FWD_MAX_SEQ || cfg->arch != BK_ARCH_LLAMA) return BK_FWD_BAD_ARGS;
+    /* the llama and qwen3 graphs honour several streams (forward_llama.c); Gemma 3's does not */
+    if (n <= 0 || n > st->n_ubatch || n > BK_FWD_MAX_SEQ || !multi_seq_graph(cfg)) return BK_FWD_BAD_ARGS;
     unsigned char seen[BK_FWD_MAX_SEQ] = {0};
     for (int32_t i = 0; i < n; i++) {
         const bk_fwd_seq *q = &seqs[i];
@@ -914,7 +921,7 @@ int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w,
                           const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
                           int32_t n, float *logits, int32_t *n_out) {
     *n_out = 0;
-    if (n <= 0 || cfg->arch != BK_ARCH_LLAMA || !kv->cells.seq || kv->swa || kv->size > st->kv_max)
+    if (n <= 0 || !multi_seq_graph(cfg) || !kv->cells.seq || kv->swa || kv->size > st->kv_max)
         return BK_FWD_BAD_ARGS;
     for (int32_t i = 0; i < n; i++)
         if (seq[i] < 0 || seq[i] >= BK_FWD_MAX_SEQ || pos[i] < 0) return BK_FWD_BAD_ARGS;

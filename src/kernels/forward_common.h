@@ -116,7 +116,8 @@ void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth);
  * token), q then scaled by q_scale (ggml_scale; skipped when it is 1), and K and V stored into the cells idxs of
  * kv's layer l: F16 RNE, or with a Q8_0 cache (u->q8; qwen3 only) the Hadamard rotations of q, k and v and
  * quantize_row_q8_0 as bk_fwd_rope_store does. Whole heads are needed: by tokens, after a barrier that ends the
- * Q, K, V site. One stream (no several-sequence ubatch). */
+ * Q, K, V site. With several streams (u->n_stream) a row goes into its stream's cache (kv is not read); a unified
+ * cache's rows (u->row_seq) all go into kv at their cells idxs. */
 void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, const uint32_t *idxs,
                           const float *rope, float q_scale, int ith, int nth);
 

@@ -70,6 +70,10 @@ def split_equal(seqs, n_ubatch: int):
 # F16 differs: ggml takes another kernel for several columns.
 MULTI_CHOICE_WEIGHTS = frozenset({"Q4_1", "Q8_0"})
 
+# the graphs whose ubatch holds several sequences (forward_llama.c: several KV streams, a unified cache's rows):
+# decode_batch, new_unified_cache and decode_unified refuse the others
+MULTI_SEQ_ARCHS = frozenset({"llama", "qwen3"})
+
 
 @dataclass(frozen=True)
 class HParams:
@@ -286,8 +290,8 @@ class UnifiedCache:
     every sequence shares, each cell holding one sequence's position (llama_kv_cache with kv_unified, one
     stream). A sequence's tokens take the first empty cells from the search head, so sequences interleave and
     fill the holes seq_rm leaves (docs/engine.md "A unified cache"). Decode with Model.decode_unified. The llama
-    graph only; no context shift, no seq_cp (one sequence per cell); one sequence's save/restore through
-    seq(seq_id) (UnifiedSeq)."""
+    and qwen3 graphs only; no context shift, no seq_cp (one sequence per cell); one sequence's save/restore
+    through seq(seq_id) (UnifiedSeq)."""
 
     def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
         if cache_type not in CACHE_TYPES:
@@ -518,15 +522,16 @@ class Model:
         its last token's logits are wanted (default all). Returns per item a float32[n_vocab] copy of those
         logits, or None. Refuses before touching any cache: PositionMismatch, ContextFull, InvalidToken,
         ValueError (no items, a repeated seq_id or cache, caches of different sizes or types, more items than
-        n_ubatch), NotImplementedError (a graph other than llama's, a sliding-window cache)."""
+        n_ubatch), NotImplementedError (a graph other than llama's and qwen3's, a sliding-window cache)."""
         items = list(items)
         outputs = [True] * len(items) if outputs is None else [bool(o) for o in outputs]
         if not items or len(outputs) != len(items):
             raise ValueError("decode_batch needs one or more (seq_id, cache, tokens, pos) items and one output "
                              "flag per item")
-        if self._fwd.arch != "llama":
+        if self._fwd.arch not in MULTI_SEQ_ARCHS:
             raise NotImplementedError(f"several sequences in one decode of a {self._fwd.arch} model are not "
-                                      "reproduced by bankml yet (only the llama graph gathers several streams)")
+                                      "reproduced by bankml yet (only the llama and qwen3 graphs gather several "
+                                      "streams)")
         if len(items) > self.n_ubatch:
             raise ValueError(f"{len(items)} sequences in one decode: at most n_ubatch ({self.n_ubatch})")
         seq_ids, caches, arrays, positions = [], [], [], []
@@ -556,10 +561,10 @@ class Model:
 
     def new_unified_cache(self, n_ctx: int | None = None, cache_type: str | None = None) -> UnifiedCache:
         """A unified KV cache (llama-server -kvu / -np auto) of n_ctx cells (<= the model's n_ctx) over these
-        weights. The llama graph only (NotImplementedError otherwise, as decode_batch)."""
-        if self._fwd.arch != "llama":
+        weights. The llama and qwen3 graphs only (NotImplementedError otherwise, as decode_batch)."""
+        if self._fwd.arch not in MULTI_SEQ_ARCHS:
             raise NotImplementedError(f"a unified KV cache for a {self._fwd.arch} model is not reproduced by bankml "
-                                      "yet (only the llama graph)")
+                                      "yet (only the llama and qwen3 graphs)")
         n = self.n_ctx if n_ctx is None else pad_ctx(n_ctx)
         if n <= 0 or n > self.n_ctx:
             raise ValueError(f"a cache of {n} cells: 1 .. {self.n_ctx} (the model's n_ctx)")

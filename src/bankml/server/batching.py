@@ -35,8 +35,8 @@ runs whole between steps once a slot is idle; a slot save / restore / erase wait
 (bankml.server.worker.Worker.call's wait_for).
 
 Served one at a time instead (for_context returns None): one slot (-np 1), a unified KV cache that
-slots.unified_refusal names (a model other than llama, embeddings), and models whose graph Model.decode_batch
-does not gather (other than llama).
+slots.unified_refusal names (a model other than llama and qwen3, embeddings), and models whose graph
+Model.decode_batch does not gather (other than llama and qwen3: bankml.engine.model.MULTI_SEQ_ARCHS).
 
 With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt),
 ...` (rows per slot, in the batch's order).
@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 
+from ..engine.model import MULTI_SEQ_ARCHS
 from ..errors import ContextFull, ModelFileChanged
 from .generation import (Error, Final, _release, copy_to_children, launch_slots, pre_decode, prompt_decoded,
                          prompt_progress, prompt_start, sample_one)
@@ -65,7 +66,7 @@ def unbatched_reason(ctx) -> str | None:
             return None
         return f"a unified KV cache (-kvu, -np auto): {unified_refusal(ctx)}"
     arch = ctx.header.architecture
-    if arch != "llama":                 # Model.decode_batch gathers several streams in llama's graph only
+    if arch not in MULTI_SEQ_ARCHS:     # Model.decode_batch gathers several streams in these graphs only
         return f"several sequences in one decode of a {arch} model are not reproduced by bankml yet"
     return None
 
