@@ -5,10 +5,10 @@ context: -c 4096, n_ubatch 512, flash attention, F16 cache, -t 2).
 The files (testing/record_forward.py BF16_SETS): SmolLM2-135M-Instruct's F16 file and its qwen3 re-description
 written as BF16 by `bankml quantize` (every matrix and the tied token embedding BF16, the norms F32; the bytes
 llama-quantize writes: tests/oracle/quantize/ggml.json). What they exercise: the activations rounded to BF16, then
-tinyBLAS's BF16 order at every prefill product (SmolLM2's m and k are multiples of 4 and 8) and
-ggml_vec_dot_bf16's order at every decode product, the output head included; GET_ROWS of the BF16 embedding.
-bf16: 40 prompts of 1 .. 1,500 tokens (crossing 64, 256, 512, 1,024) x (1 + 300) rows; qwen3_bf16: 40 prompts of
-1 .. 1,300 tokens x (1 + 24; 40 after text-1000, 100 after text-3).
+tinyBLAS's BF16 order at the products of 2 or more columns (SmolLM2's m and k are multiples of 4 and 8) and
+ggml_vec_dot_bf16's order at the one-column ones (decode, the head), the tied BF16 head; GET_ROWS of the BF16
+embedding. bf16: 42 prompts of 1 .. 1,500 tokens (crossing 64, 256, 512, 1,024) x (1 + 24; 40 after text-1000, 100
+after text-3) rows; qwen3_bf16: the qwen3 set's 40 prompts of 1 .. 1,300 tokens and steps.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ORACLE = Path(__file__).parent / "oracle"
 
 pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 
-SETS = {k: record_sets(k) for k in ("bf16",)}
+SETS = {k: record_sets(k) for k in ("bf16", "qwen3_bf16")}
 FIXTURES = {"bf16": "smollm2_bf16_path", "qwen3_bf16": "smollm2_qwen3_bf16_path"}
 SOURCES = {"bf16": "f16", "qwen3_bf16": "qwen3"}
 LONGEST = {"bf16": 1500, "qwen3_bf16": 1300}

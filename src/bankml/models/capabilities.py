@@ -44,8 +44,9 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # rounded to BF16 (ggml_cpu_fp32_to_bf16), then tinyBLAS's BF16 order (n >= 2, m % 4 == 0, k % 8 == 0) or
 # ggml_vec_dot_bf16's AVX2 order; the embedding rows widened exactly. Op records tests/oracle/forward/ops_bf16.json
 # (156 MUL_MAT of n = 1 .. 512 columns + 4 GET_ROWS, tests/test_kernels_forward.py: 160 of 160 identical) and
-# graph record bf16 (SmolLM2's F16 file written as BF16 by `bankml quantize`, llama-quantize's bytes: 1,142 of
-# 1,142 rows identical), replayed by tests/test_forward_bf16.py.
+# graph records bf16 and qwen3_bf16 (SmolLM2's F16 file and its qwen3 re-description written as BF16 by `bankml
+# quantize`, llama-quantize's bytes: 1,142 of 1,142 and 1,092 of 1,092 rows identical), replayed by
+# tests/test_forward_bf16.py.
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
