@@ -13,6 +13,7 @@ status and error line).
     python testing/record_quantize.py                      # everything
     python testing/record_quantize.py KEY ...              # only these llama-quantize cases (e.g. f16-q2_k-overrides),
                                                            # re-run into the existing record
+    python testing/record_quantize.py encode               # only the encoders, re-run into the existing record
 """
 
 from __future__ import annotations
@@ -137,7 +138,20 @@ def llama_quantize_sources() -> dict[str, Path]:
     return {"smollm2": model_path("smollm2"), "f16": model_path(MODELS["f16"]), "qwen3": derived("qwen3")}
 
 
+def record_encode(g: Ggml) -> dict:
+    """ggml_quantize_chunk of every encode case in every ENCODE_TYPES type, and of the BF16-only cases in BF16."""
+    out = {name: {t: sha(g.encode(t, x)) for t in cases.ENCODE_TYPES} for name, x in cases.encode_cases().items()}
+    out.update({name: {"BF16": sha(g.encode("BF16", x))} for name, x in cases.bf16_encode_cases().items()})
+    return out
+
+
 def main(argv: list[str]) -> None:
+    if argv == ["encode"]:  # only the encoders, re-run into the existing record
+        rec = json.loads(OUT.read_text())
+        rec["encode"] = record_encode(Ggml())
+        OUT.write_text(json.dumps(rec, indent=1) + "\n")
+        print(f"updated {OUT}: encode")
+        return
     if argv:  # only these llama-quantize cases, re-run into the existing record
         rec = json.loads(OUT.read_text())
         unknown = set(argv) - {cases.llama_quantize_key(*c) for c in cases.LLAMA_QUANTIZE_CASES}
@@ -152,8 +166,7 @@ def main(argv: list[str]) -> None:
     g = Ggml()
     rec = {"oracle": "ggml-base b11192 (libggml-base.so of the oracle build)", "encode": {}, "decode": {},
            "files": {}}
-    for name, x in cases.encode_cases().items():
-        rec["encode"][name] = {t: sha(g.encode(t, x)) for t in cases.ENCODE_TYPES}
+    rec["encode"] = record_encode(g)
     for name, (tname, raw, rows) in cases.decode_cases().items():
         y = g.decode(tname, raw, rows * cases.N_PER_ROW)
         rec["decode"][name] = {"type": tname, "sha256": sha(y.tobytes())}

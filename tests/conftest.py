@@ -227,3 +227,16 @@ def smollm2_q23_path(request):
         src = request.getfixturevalue("smollm2_qwen3_path" if key.startswith("qwen3") else "smollm2_f16_path")
         return _q23(src, key)
     return get
+
+
+# --- BF16 (testing/record_forward.py BF16_SETS): the F16 file and the qwen3 file written as BF16 by `bankml quantize`
+
+
+@pytest.fixture(scope="session")
+def smollm2_bf16_path(smollm2_f16_path) -> Path:
+    return _quantized(smollm2_f16_path, "BF16")
+
+
+@pytest.fixture(scope="session")
+def smollm2_qwen3_bf16_path(smollm2_qwen3_path) -> Path:
+    return _quantized(smollm2_qwen3_path, "BF16")

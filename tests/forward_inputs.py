@@ -9,7 +9,7 @@ import numpy as np
 
 F16, Q4_1, Q8_0, F32 = 1, 3, 8, 0
 TYPE_IDS = {"F32": F32, "F16": F16, "Q4_1": Q4_1, "Q8_0": Q8_0, "Q5_1": 7, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13,
-            "Q6_K": 14}
+            "Q6_K": 14, "BF16": 30}
 # block (values, bytes) and where its half scales are (byte offsets; the rest of a block is random bits)
 _K_BLOCKS = {"Q5_1": (32, 24, (0, 2)), "Q4_K": (256, 144, (0, 2)), "Q5_K": (256, 176, (0, 2)), "Q6_K": (256, 210, (208,)),
              "Q2_K": (256, 84, (80, 82)), "Q3_K": (256, 110, (108,))}
@@ -30,6 +30,9 @@ def weights(wtype: str, m: int, k: int, seed: int) -> np.ndarray:
         return rng.normal(0, 0.1, size=(m, k)).astype(np.float32).view(np.uint8).reshape(m, k * 4)
     if wtype == "F16":
         return rng.normal(0, 0.1, size=(m, k)).astype(np.float16).view(np.uint8).reshape(m, k * 2)
+    if wtype == "BF16":  # the top halves of float32 normals: any finite bfloat16
+        x = rng.normal(0, 0.1, size=(m, k)).astype(np.float32)
+        return (x.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8).reshape(m, k * 2)
     nb = k // 32
     if wtype == "Q8_0":
         b = np.zeros((m, nb, 34), dtype=np.uint8)
@@ -90,3 +93,21 @@ GET_ROWS_CASES = [(t, k) for t in ("F32", "F16", "Q8_0", "Q4_1") for k in (32, 5
 K_MATMUL_CASES = [(t, m, k, n) for t in ("Q5_1", "Q5_K", "Q2_K", "Q3_K") for (m, k) in ((4, 256), (33, 512), (192, 1536), (70, 2816))
                   for n in (1, 2, 3, 5, 17, 64)]
 K_GET_ROWS_CASES = [(t, k) for t in ("Q4_K", "Q5_K", "Q6_K") for k in (256, 1024, 2816)]
+
+# ops_bf16.json (`testing/record_forward.py ops_bf16`): MUL_MAT of BF16 weights (activations rounded to BF16, then
+# tinyBLAS when n >= 2, m % 4 == 0 and k % 8 == 0, else ggml_vec_dot_bf16) over n = 1 .. 512 columns, on SmolLM2's
+# shapes and odd ones (m not a multiple of 4; k not a multiple of 8, 16 or 32; k below 32: vec_dot's tail only),
+# and GET_ROWS of BF16 tables
+BF16_MATMUL_CASES = [("BF16", m, k, n)
+                     for (m, k) in ((192, 576), (576, 576), (1536, 576), (576, 1536), (4, 32), (6, 64), (33, 96),
+                                    (64, 40), (8, 36), (5, 8), (12, 100), (7, 13), (20, 1000))
+                     for n in (1, 2, 3, 4, 7, 8, 16, 63, 64, 65, 100, 512)]
+BF16_GET_ROWS_CASES = [("BF16", k) for k in (32, 576, 100, 13)]
+
+
+def activations_bf16(n: int, k: int, seed: int) -> np.ndarray:
+    """activations() with every fifth element's low half set to 0x8000 (a tie of the rounding to BF16: to even)."""
+    x = activations(n, k, seed)
+    u = x.reshape(-1).view(np.uint32)
+    u[::5] = (u[::5] & np.uint32(0xFFFF0000)) | np.uint32(0x8000)
+    return x

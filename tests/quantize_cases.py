@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 N_PER_ROW = 256
-ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+                "BF16")
 DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20),
                 "Q1_0": (128, 18), "Q2_0": (64, 18)}
 
@@ -31,7 +32,8 @@ Q23_OVERRIDES = {"q2_k_overrides": ("f16", "Q2_K", Q1_0_OVERRIDES + ("ffn_down=q
 LLAMA_QUANTIZE_CASES = ([(src, t, tts) for src in ("smollm2", "qwen3")
                          for t, tts in (("Q2_0", ()), ("Q1_0", ()), ("Q1_0", Q1_0_OVERRIDES))]
                         + [("smollm2", t, ()) for t in MIXES] + [("qwen3", t, ()) for t in ("Q4_K_M", "Q6_K", "Q3_K_M")]
-                        + [("smollm2", "Q4_K_M", K_OVERRIDES)] + list(Q23_OVERRIDES.values()))
+                        + [("smollm2", "Q4_K_M", K_OVERRIDES)] + list(Q23_OVERRIDES.values())
+                        + [(src, "BF16", ()) for src in ("smollm2", "f16", "qwen3")])
 
 
 def llama_quantize_key(src: str, tname: str, tensor_types) -> str:
@@ -64,6 +66,21 @@ def encode_cases() -> dict[str, np.ndarray]:
     # small integers: every block's values on the Q4_0 and Q8_0 grids
     out["grid"] = rng.integers(-127, 128, (4, N_PER_ROW)).astype(f)
     return out
+
+
+def bf16_encode_cases() -> dict[str, np.ndarray]:
+    """name -> float32[rows, N_PER_ROW]: the values only BF16's encoder is asked about (the others' rules for
+    them are not followed): NaNs (quiet, signalling, with payloads, both signs), infinities, values that round to
+    infinity, and ties of the rounding at every exponent."""
+    rng = np.random.default_rng(20261206)
+    u = rng.integers(0, 2 ** 32, (4, N_PER_ROW), dtype=np.uint64).astype(np.uint32)
+    u[0, ::3] = (u[0, ::3] & 0x807FFFFF) | 0x7F800000               # NaN (or inf when the mantissa is 0)
+    u[0, 1::7] = np.array([0x7F800000, 0xFF800000, 0x7F7FFFFF, 0xFF7F8000, 0x7F800001, 0xFFC00001, 0x7FFF8000],
+                          np.uint32).repeat(6)[:len(u[0, 1::7])]
+    u[1] = (u[1] & 0xFFFF0000) | 0x8000                                # every element a tie
+    u[2] = (u[2] & 0xFFFF0000) | 0x7FFF                                # just below a tie
+    u[3, ::2] = u[3, ::2] & 0x807FFFFF                                 # subnormals
+    return {"bf16_specials": u.view(np.float32)}
 
 
 def decode_cases() -> dict[str, tuple[str, np.ndarray, int]]:

@@ -165,3 +165,46 @@ def test_get_rows_k_oracle(case):
 def test_ops_k_counts():
     assert [(c["type"], c["m"], c["k"], c["n"]) for c in OPS_K["mul_mat"]] == [tuple(c) for c in FI.K_MATMUL_CASES]
     assert [(c["type"], c["k"]) for c in OPS_K["get_rows"]] == [tuple(c) for c in FI.K_GET_ROWS_CASES]
+
+# --- BF16 products and GET_ROWS (ops_bf16.json) -------------------------------------------------------------------
+
+OPS_BF16 = json.loads((Path(__file__).parent / "oracle" / "forward" / "ops_bf16.json").read_text())
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", OPS_BF16["mul_mat"], ids=_mm_id)
+def test_mul_mat_bf16_oracle(case):
+    # ggml: activations rounded to BF16, then tinyBLAS (n >= 2, m % 4 == 0, k % 8 == 0) or ggml_vec_dot_bf16
+    t, m, k, n = case["type"], case["m"], case["k"], case["n"]
+    w = FI.weights(t, m, k, case["seed"])
+    x = FI.activations_bf16(n, k, case["seed"])
+    assert FI.sha256(K.matmul(t, w, k, x)) == case["sha256"]
+    assert FI.sha256(K.matmul(t, w, k, x, chunk=7)) == case["sha256"]
+    # the node's column count decides the kernel, whatever columns a call computes
+    if n > 1:
+        y = np.concatenate([K.matmul(t, w, k, x[c:c + 1], n_node=n) for c in range(n)])
+        assert FI.sha256(y) == case["sha256"]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", OPS_BF16["get_rows"], ids=lambda c: f"{c['type']}-k{c['k']}")
+def test_get_rows_bf16_oracle(case):
+    t, k = case["type"], case["k"]
+    table = FI.weights(t, case["rows"], k, case["seed"])
+    rows = np.stack([K.get_row(t, table[i], k) for i in case["ids"]])
+    assert FI.sha256(rows) == case["sha256"]
+
+
+def test_ops_bf16_counts():
+    assert [(c["type"], c["m"], c["k"], c["n"]) for c in OPS_BF16["mul_mat"]] == [tuple(c) for c in FI.BF16_MATMUL_CASES]
+    assert [(c["type"], c["k"]) for c in OPS_BF16["get_rows"]] == [tuple(c) for c in FI.BF16_GET_ROWS_CASES]
+
+
+def test_bf16_activation_rounding():
+    # ggml_cpu_fp32_to_bf16: nearest even on the bits, ties to even, NaN made quiet, no flush of subnormals
+    x = np.array([[1.0, np.float32(1 + 2 ** -8), np.float32(1 + 3 * 2 ** -8), 1e-40, -0.0, np.inf, np.nan]],
+                 np.float32)
+    u = x.view(np.uint32)
+    u[0, 6] = 0x7F800001                      # a signalling NaN
+    got = K.act_prepare("BF16", x).view(np.uint16)[0].tolist()
+    assert got == [0x3F80, 0x3F80, 0x3F82, 0x0001, 0x8000, 0x7F80, 0x7FC0]

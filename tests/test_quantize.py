@@ -30,6 +30,12 @@ def test_encoders_are_ggmls_reference_encoders(case, tname):
     assert _sha(qz.quantize(tname, x)) == RECORD["encode"][case][tname]
 
 
+@pytest.mark.parametrize("case", sorted(cases.bf16_encode_cases()))
+def test_bf16_encoder_on_nan_inf_and_ties(case):
+    x = cases.bf16_encode_cases()[case]
+    assert _sha(qz.quantize("BF16", x)) == RECORD["encode"][case]["BF16"]
+
+
 @pytest.mark.parametrize("case", sorted(cases.decode_cases()))
 def test_decoders_are_ggmls_to_float(case):
     tname, raw, rows = cases.decode_cases()[case]
@@ -39,7 +45,7 @@ def test_decoders_are_ggmls_to_float(case):
 
 
 def test_the_record_covers_every_case():
-    assert set(RECORD["encode"]) == set(cases.encode_cases())
+    assert set(RECORD["encode"]) == set(cases.encode_cases()) | set(cases.bf16_encode_cases())
     assert set(RECORD["decode"]) == set(cases.decode_cases())
 
 

@@ -99,8 +99,8 @@ typedef struct bk_kv_cache {
 } bk_kv_cache;
 
 /* The activation buffer sets, one per type a MUL_MAT's input is prepared in (bk_act_type): slot 0 for F32
- * activations, then F16, Q8_0, Q8_1; BK_ACT_SLOTS of them. */
-enum bk_act_slot { BK_ACT_F32, BK_ACT_F16, BK_ACT_Q8_0, BK_ACT_Q8_1, BK_ACT_Q8_K, BK_ACT_SLOTS };
+ * activations, then F16, Q8_0, Q8_1, Q8_K, BF16; BK_ACT_SLOTS of them. */
+enum bk_act_slot { BK_ACT_F32, BK_ACT_F16, BK_ACT_Q8_0, BK_ACT_Q8_1, BK_ACT_Q8_K, BK_ACT_BF16, BK_ACT_SLOTS };
 
 /* Buffers of one ubatch (sizes for n_ubatch tokens and caches of up to kv_max cells). */
 typedef struct bk_fwd_state {

@@ -123,6 +123,7 @@ static int act_slot(int32_t act_type) {
     switch (act_type) {
     case BK_TYPE_Q8_K: return BK_ACT_Q8_K;
     case BK_TYPE_F16: return BK_ACT_F16;
+    case BK_TYPE_BF16: return BK_ACT_BF16;
     case BK_TYPE_Q8_0: return BK_ACT_Q8_0;
     case BK_TYPE_Q8_1: return BK_ACT_Q8_1;
     default: return BK_ACT_F32;
@@ -131,7 +132,7 @@ static int act_slot(int32_t act_type) {
 
 static const int32_t slot_type[BK_ACT_SLOTS] = {
     [BK_ACT_F32] = BK_TYPE_F32, [BK_ACT_F16] = BK_TYPE_F16, [BK_ACT_Q8_0] = BK_TYPE_Q8_0, [BK_ACT_Q8_1] = BK_TYPE_Q8_1,
-    [BK_ACT_Q8_K] = BK_TYPE_Q8_K,
+    [BK_ACT_Q8_K] = BK_TYPE_Q8_K, [BK_ACT_BF16] = BK_TYPE_BF16,
 };
 
 /* The matrices of a layer, down last (its input has buffers of its own). */
@@ -300,6 +301,7 @@ static void get_row(const bk_matrix *E, int32_t token, float *y) {
     const uint8_t *row = (const uint8_t *)E->data + (size_t)token * E->row_bytes;
     switch (E->type) {
     case BK_TYPE_F16: bk_fp16_to_fp32_row((const uint16_t *)row, y, E->k); break;
+    case BK_TYPE_BF16: bk_bf16_to_fp32_row((const uint16_t *)row, y, E->k); break;
     case BK_TYPE_Q8_0: bk_dequant_row_q8_0(row, y, E->k); break;
     case BK_TYPE_Q4_1: bk_dequant_row_q4_1(row, y, E->k); break;
     case BK_TYPE_Q4_K: bk_dequant_row_q4_K(row, y, E->k); break;

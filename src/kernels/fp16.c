@@ -13,3 +13,11 @@ void bk_fp32_to_fp16_row(const float *x, uint16_t *y, int64_t n) {
         _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), 0));
     for (; i < n; i++) y[i] = bk_f2h(x[i]);
 }
+
+void bk_bf16_to_fp32_row(const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = bk_bf2f(x[i]);
+}
+
+void bk_fp32_to_bf16_row(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = bk_f2bf(x[i]);
+}

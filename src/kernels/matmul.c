@@ -15,7 +15,7 @@
 
 int bk_matmul_supported(int32_t wtype, int32_t k) {
     switch (wtype) {
-    case BK_TYPE_F32: case BK_TYPE_F16: return k > 0;
+    case BK_TYPE_F32: case BK_TYPE_F16: case BK_TYPE_BF16: return k > 0;
     case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q5_1: return k > 0 && k % BK_QK == 0;
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
         return k > 0 && k % BK_QK_K == 0;
@@ -32,6 +32,7 @@ int32_t bk_act_type(int32_t wtype) {
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
         return BK_TYPE_Q8_K;
     case BK_TYPE_F16: return BK_TYPE_F16;
+    case BK_TYPE_BF16: return BK_TYPE_BF16;
     default: return BK_TYPE_F32;
     }
 }
@@ -41,7 +42,7 @@ size_t bk_act_row_bytes(int32_t act_type, int32_t k) {
     case BK_TYPE_Q8_1: return (size_t)(k / BK_QK) * sizeof(bk_block_q8_1);
     case BK_TYPE_Q8_0: return (size_t)(k / BK_QK) * sizeof(bk_block_q8_0);
     case BK_TYPE_Q8_K: return (size_t)(k / BK_QK_K) * sizeof(bk_block_q8_K);
-    case BK_TYPE_F16: return (size_t)k * 2;
+    case BK_TYPE_F16: case BK_TYPE_BF16: return (size_t)k * 2;
     default: return (size_t)k * 4;
     }
 }
@@ -52,6 +53,7 @@ void bk_act_prepare(int32_t act_type, const float *x, int32_t k, void *dst) {
     case BK_TYPE_Q8_0: bk_quant_row_q8_0(x, dst, k); break;
     case BK_TYPE_Q8_K: bk_quant_row_q8_K(x, dst, k); break;
     case BK_TYPE_F16: bk_fp32_to_fp16_row(x, (uint16_t *)dst, k); break;
+    case BK_TYPE_BF16: bk_fp32_to_bf16_row(x, (uint16_t *)dst, k); break;
     default: memcpy(dst, x, (size_t)k * sizeof(float)); break;
     }
 }
@@ -111,6 +113,13 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
             return;
         }
         break;
+    case BK_TYPE_BF16:
+        if (bk_tinyblas_takes(W->m, k, n_node)) {
+            bk_gemm_bf16_tb(k, (const uint16_t *)w, (int64_t)(rb / 2), r0, r1, (const uint16_t *)a,
+                            (int64_t)(act_col / 2), n, out, out_col);
+            return;
+        }
+        break;
     case BK_TYPE_F32:
         if (bk_tinyblas_takes(W->m, k, n_node)) {
             bk_gemm_f32_tb(k, (const float *)w, (int64_t)(rb / 4), r0, r1, (const float *)a, (int64_t)(act_col / 4),
@@ -132,6 +141,9 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
         case BK_TYPE_Q2_0: bk_dot_q2_0_q8_0_rows(k, o + r0, nr, wr, rb, y); break;
         case BK_TYPE_F16:
             for (int i = 0; i < nr; i++) o[r0 + i] = bk_dot_f16(k, (const uint16_t *)(wr + i * rb), (const uint16_t *)y);
+            break;
+        case BK_TYPE_BF16:
+            for (int i = 0; i < nr; i++) o[r0 + i] = bk_dot_bf16(k, (const uint16_t *)(wr + i * rb), (const uint16_t *)y);
             break;
         default:
             for (int i = 0; i < nr; i++) o[r0 + i] = bk_dot_f32(k, (const float *)(wr + i * rb), (const float *)y);

@@ -8,6 +8,7 @@
  *                                                                    element (fl(dA*dB), fma into 8 lanes, hsum)
  *   F16     F16 (fp32_to_fp16, RNE)         ggml_vec_dot_f16         tinyBLAS<8> F16 order if m%4 == 0, k%8 == 0
  *   F32     F32                             ggml_vec_dot_f32         tinyBLAS<8> F32 order if m%4 == 0, k%8 == 0
+ *   BF16    BF16 (fp32_to_bf16, RNE)        ggml_vec_dot_bf16        tinyBLAS<8> BF16 order if m%4 == 0, k%8 == 0
  * (float orders: quants.h and floatdot.h). Q8_0 is not repacked on x86 in b11192 (repack.cpp only takes it on
  * ARM / RISC-V), so the file layout is what the kernels read.
  *
@@ -48,6 +49,7 @@ enum bk_type {
     BK_TYPE_Q5_K = 13,
     BK_TYPE_Q6_K = 14,
     BK_TYPE_Q8_K = 15,
+    BK_TYPE_BF16 = 30,
     BK_TYPE_Q1_0 = 41,
     BK_TYPE_Q2_0 = 42,
 };
@@ -80,7 +82,7 @@ int64_t bk_matmul_split(int64_t m, int ith, int nth);
 /* Outputs r0 <= r < r1 of the columns c < n: out[c*out_col + r] = dot(W row r, act column c), plus
  * res[c*res_col + r] when res is not NULL (the residual ADD, one rounding after the dot; res may be out).
  * act: n columns of bk_act_row_bytes(bk_act_type(W->type), W->k) bytes each, act_col bytes apart.
- * n_node: the activation columns of the whole MUL_MAT (decides vec_dot or tinyBLAS for F16 / F32). */
+ * n_node: the activation columns of the whole MUL_MAT (decides vec_dot or tinyBLAS for F16 / BF16 / F32). */
 void bk_matmul(const bk_matrix *W, const void *act, size_t act_col, int n, int n_node, int64_t r0, int64_t r1,
                float *out, int64_t out_col, const float *res, int64_t res_col);
 

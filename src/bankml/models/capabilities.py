@@ -40,16 +40,23 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # Q2_K / Q3_K ffn_down matrices (tests/test_forward_kquants_q23.py, records q2_k_overrides.json,
 # q3_k_s_overrides.json and qwen3_q2_k_overrides.json: 1,092 of 1,092 rows identical each), and as ops in
 # ops_k.json (48 more MUL_MAT cases, n = 1 .. 64 columns: 48 of 48 identical).
+# The llama and qwen3 graphs' matrices (the tied output head too) and token embeddings also in BF16: activations
+# rounded to BF16 (ggml_cpu_fp32_to_bf16), then tinyBLAS's BF16 order (n >= 2, m % 4 == 0, k % 8 == 0) or
+# ggml_vec_dot_bf16's AVX2 order; the embedding rows widened exactly. Op records tests/oracle/forward/ops_bf16.json
+# (156 MUL_MAT of n = 1 .. 512 columns + 4 GET_ROWS, tests/test_kernels_forward.py: 160 of 160 identical) and
+# graph records bf16 and qwen3_bf16 (SmolLM2's F16 file and its qwen3 re-description written as BF16 by `bankml
+# quantize`, llama-quantize's bytes: 1,142 of 1,142 and 1,092 of 1,092 rows identical), replayed by
+# tests/test_forward_bf16.py.
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
 ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
     "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
     "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-                                                   "Q6_K"},
-              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"}},
-    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
-              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"}},
+                                                   "Q6_K"} | {"BF16"},
+              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"} | {"BF16"}},
+    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"} | {"BF16"},
+              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"} | {"BF16"}},
 }
 
 

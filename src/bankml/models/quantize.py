@@ -13,7 +13,9 @@ Decoding and encoding follow ggml-base b11192 (ggml/src/ggml-quants.c), which is
 - decoding (`dequantize_row_*`, built without FMA): F16 widened exactly; Q8_0 fl(q * h(d)); Q4_1
   fl(fl(q * h(d)) + h(m)); Q4_0 fl((q - 8) * h(d)); BF16 widened exactly.
 - encoding (`quantize_row_*_ref`, as `ggml_quantize_chunk` without an importance matrix):
-  F16: round to nearest even. Q8_0 per block of 32: amax = max |x|, d = fl(amax / 127), id = d ? fl(1 / d) : 0,
+  F16: round to nearest even. BF16 (ggml_fp32_to_bf16_row_ref): the float's top 16 bits rounded to nearest even
+  on the bits (add 0x7fff plus the lowest kept bit, keep the top half); a NaN keeps its top half with the quiet
+  bit 0x40 set; subnormals kept (no flush). Q8_0 per block of 32: amax = max |x|, d = fl(amax / 127), id = d ? fl(1 / d) : 0,
   q = roundf(fl(x * id)) (half away from zero), stored f16(d). Q4_0 per block: m = the first element of largest
   magnitude, d = fl(m / -8), id = d ? fl(1 / d) : 0, q = min(15, trunc(fl(fl(x * id) + 8.5))), stored f16(d),
   nibbles low = elements 0..15, high = 16..31.
@@ -24,15 +26,16 @@ Decoding and encoding follow ggml-base b11192 (ggml/src/ggml-quants.c), which is
 - decoding Q1_0: bit ? h(d) : -h(d); Q2_0: fl((q - 1) * h(d)).
 Every step is float32 arithmetic in numpy, which rounds as C does (no contraction, no fast-math).
 
-Q1_0 and Q2_0 (the Bonsai types) are written by llama-quantize's rule instead, so that the file is the one
-`llama-quantize --allow-requantize IN OUT Q1_0|Q2_0` b11192 writes (src/llama-quant.cpp):
+Q1_0 and Q2_0 (the Bonsai types), BF16 and the K mixes are written by llama-quantize's rule instead, so that the
+file is the one `llama-quantize --allow-requantize IN OUT TYPE` b11192 writes (src/llama-quant.cpp):
 - the tensors in the loader's order: those outside a layer first, then layer by layer (the number after `blk.`),
   by name (bytes) within each group; every tensor's data padded to 32 bytes;
 - the metadata copied in order, then `general.quantization_version` (u32 2) and `general.file_type` (u32 the
-  llama_ftype: Q1_0 40, Q2_0 41) removed and appended, in that order;
+  llama_ftype: Q1_0 40, Q2_0 41, BF16 32) removed and appended, in that order;
 - which tensors are re-encoded: two or more dimensions, a name ending in `weight`, not `_norm.weight` (and the
   names llama-quantize never quantizes: see `_llama_quantizes`); the others are copied;
-- the type of a re-encoded tensor: a `--tensor-type PATTERN=TYPE` override (the first whose pattern is found in
+- the type of a re-encoded tensor: BF16 for every one of a BF16 file (not a quantized type: llama-quantize applies
+  no mix, no `--tensor-type` override and no shape fallback then); else a `--tensor-type PATTERN=TYPE` override (the first whose pattern is found in
   the name), else the output matrix (or the token embedding when the file has no `output.weight`, tied) is Q8_0
   when its row is not a multiple of TYPE's block and Q6_K otherwise; an untied token embedding is Q4_K for Q2_0
   and TYPE for Q1_0; every other matrix TYPE. Then the shape fallback: a row not a multiple of the block turns
@@ -65,13 +68,14 @@ from .verify import make_pin, pin_path_beside, sha256_file, write_pin
 #: the types a derived file may be written in -> llama_ftype (include/llama.h) for general.file_type
 OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
                                 "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15,
-                                "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "Q2_K_S": 21, "Q1_0": 40, "Q2_0": 41}
+                                "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "Q2_K_S": 21, "BF16": 32, "Q1_0": 40,
+                                "Q2_0": 41}
 #: the types written by llama-quantize's rule (tensor order, per-tensor type choice, metadata), not bankml's
 LLAMA_QUANTIZE_RULE = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S",
-                       "Q5_K_M", "Q6_K", "Q2_K_S", "Q1_0", "Q2_0")
+                       "Q5_K_M", "Q6_K", "Q2_K_S", "Q1_0", "Q2_0", "BF16")
 #: the tensor types `quantize` encodes (the K types and Q4_1 / Q5_x in C: src/kernels/encode.c)
-ENCODABLE = ("F32", "F16", "Q4_0", "Q8_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-             "Q6_K")
+ENCODABLE = ("F32", "F16", "BF16", "Q4_0", "Q8_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+             "Q5_K", "Q6_K")
 _C_ENCODED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
 F32, F16 = np.dtype("<f4"), np.dtype("<f2")
@@ -147,6 +151,14 @@ def _f16_bits(x: np.ndarray) -> np.ndarray:
         return x.astype(F16).view(np.uint8)  # numpy rounds float32 -> float16 to nearest even, as ggml does
 
 
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (u + (0x7FFF + ((u >> 16) & 1))) >> 16
+    quiet_nan = (u >> 16) | 0x40
+    bits = np.where((u & 0x7FFFFFFF) > 0x7F800000, quiet_nan, rounded).astype(np.uint16)
+    return bits.view(np.uint8)
+
+
 def _round_half_away(x: np.ndarray) -> np.ndarray:
     # roundf: x + copysign(0.5, x) is exact in float64, then truncate
     x64 = x.astype(np.float64)
@@ -161,6 +173,8 @@ def quantize(type_name_: str, x: np.ndarray) -> np.ndarray:
         return x.view(np.uint8)
     if type_name_ == "F16":
         return _f16_bits(x).reshape(n_rows, n * 2)
+    if type_name_ == "BF16":
+        return _bf16_bits(x).reshape(n_rows, n * 2)
     if type_name_ not in ENCODABLE:
         raise QuantizeError(f"cannot write type {type_name_!r}; the converter writes {', '.join(ENCODABLE)}")
     blck = TYPE_LAYOUT[GGMLType[type_name_]][0]
@@ -280,7 +294,9 @@ def _shape_fallback(name: str, n_per_row: int, t: str) -> str:
 #: llama-quantize's default tensor type of each file type it writes here (llama_ftype_get_default_type)
 _DEFAULT_TYPE = {"Q4_1": "Q4_1", "Q5_0": "Q5_0", "Q5_1": "Q5_1", "Q2_K": "Q2_K", "Q2_K_S": "Q2_K", "Q3_K_S": "Q3_K",
                  "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K",
-                 "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q1_0": "Q1_0", "Q2_0": "Q2_0"}
+                 "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q1_0": "Q1_0", "Q2_0": "Q2_0", "BF16": "BF16"}
+#: the file types whose tensors are not quantized (ggml_is_quantized false): no override, mix or fallback
+_PLAIN = ("BF16",)
 
 
 def _category(name: str) -> str:
@@ -315,6 +331,8 @@ class LlamaQuantizeRule:
         self.i_attn_v = self.i_ffn_down = 0
 
     def choose(self, name: str, n_per_row: int) -> str:
+        if self.ftype in _PLAIN:
+            return _DEFAULT_TYPE[self.ftype]
         for pattern, ttype in self.tensor_types:
             if re.search(pattern, name):
                 return _shape_fallback(name, n_per_row, ttype.upper())

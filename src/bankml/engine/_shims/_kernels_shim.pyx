@@ -18,11 +18,11 @@ from bankml.kernels.norm cimport bk_rms_norm_mul_f32
 from bankml.kernels.rope cimport bk_rope_cache, bk_rope_normal, bk_rope_theta_scale
 from bankml.kernels.quants cimport bk_dequant_row_q4_1, bk_dequant_row_q8_0
 from bankml.kernels.kquants_q5k cimport bk_dequant_row_q4_K, bk_dequant_row_q5_K, bk_dequant_row_q6_K
-from bankml.kernels.fp16 cimport bk_fp16_to_fp32_row
+from bankml.kernels.fp16 cimport bk_bf16_to_fp32_row, bk_fp16_to_fp32_row
 
 cnp.import_array()
 
-TYPES = {"F32": 0, "F16": 1, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q5_K": 13}
+TYPES = {"F32": 0, "F16": 1, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q5_K": 13, "BF16": 30}
 
 
 def uses_vnni():
@@ -34,7 +34,8 @@ def tinyblas_takes(int m, int k, int n):
 
 
 def act_prepare(str wtype, x):
-    """The activation rows ggml's MUL_MAT makes for a weight type (Q8_1, Q8_0, F16 or F32 bytes), uint8 [n, rb]."""
+    """The activation rows ggml's MUL_MAT makes for a weight type (Q8_1, Q8_0, F16, BF16 or F32 bytes), uint8
+    [n, rb]."""
     cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] xa = np.ascontiguousarray(x, dtype=np.float32)
     cdef int32_t at = bk_act_type(TYPES[wtype])
     cdef int k = xa.shape[1]
@@ -136,6 +137,8 @@ def get_row(str wtype, row, int k):
         bk_dequant_row_q6_K(&r[0], &out[0], k)
     elif wtype == "F16":
         bk_fp16_to_fp32_row(<const uint16_t *>&r[0], &out[0], k)
+    elif wtype == "BF16":
+        bk_bf16_to_fp32_row(<const uint16_t *>&r[0], &out[0], k)
     else:
         out[:] = r.view(np.float32)[:k]
     return out
