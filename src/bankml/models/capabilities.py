@@ -45,11 +45,11 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
 ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
     "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
-    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-                                                   "Q6_K"},
-              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"}},
-    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
-              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"}},
+    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+                                                   "Q5_K", "Q6_K"},
+              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K"}},
+    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
+              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K"}},
 }
 
 

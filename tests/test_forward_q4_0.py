@@ -1,0 +1,82 @@
+"""Replay the logits oracle of the llama and qwen3 graphs on files with Q4_0 matrices (tests/oracle/forward/q4_0.json,
+qwen3_q4_0.json, q2_k.json and q3_k_m.json, recorded by `testing/record_forward.py <set>` from libllama b11192 with
+llama-server's context: -c 4096, n_ubatch 512, flash attention, F16 cache, -t 2).
+
+The files (testing/record_forward.py Q4_0_SETS):
+- q4_0: SmolLM2-135M-Instruct Q4_1 re-encoded by `bankml quantize ... Q4_0` (bankml's rule: every matrix and the
+  tied token embedding Q4_0). llama-server puts every matrix in its CPU_REPACK buffer as q4_0_8x8 (all rows are
+  multiples of 8), the tied output head's MUL_MAT copy included, and the embedding's GET_ROWS reads the file's
+  Q4_0 rows. 40 prompts of 1 .. 1,500 tokens + 300 decode steps.
+- qwen3_q4_0: the qwen3 re-description re-encoded the same way (per-head Q/K norms on Q4_0 products).
+- q2_k, q3_k_m: the Q4_1 file quantized by `bankml quantize` in llama-quantize's plain Q2_K and Q3_K_M mixes
+  (llama-quantize's bytes: tests/oracle/quantize/ggml.json smollm2-q2_k, smollm2-q3_k_m): rows of 576 send the
+  attention, gate and up matrices to Q4_0; ffn_down is Q3_K (Q2_K) or Q4_K / Q5_K (Q3_K_M, with Q5_0 / Q5_1 on some
+  attention matrices).
+These three and qwen3_q4_0: 40 prompts of 1 .. 1,300 tokens + 24 steps (40 after text-1000, 100 after text-3).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import _quantized
+from engine_replay import assert_covers, open_recorded, record_sets, replay
+
+pytestmark = [pytest.mark.slow, pytest.mark.oracle]
+
+NAMES = ("q4_0", "qwen3_q4_0", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "qwen3_q3_k_m")
+SETS = {k: record_sets(k) for k in NAMES}
+# the source file's fixture and the type `bankml quantize` writes (testing/record_forward.py Q4_0_SETS)
+SOURCES = {"q4_0": ("smollm2_path", "Q4_0"), "qwen3_q4_0": ("smollm2_qwen3_path", "Q4_0"),
+           "q2_k": ("smollm2_path", "Q2_K"), "q3_k_s": ("smollm2_path", "Q3_K_S"),
+           "q3_k_m": ("smollm2_path", "Q3_K_M"), "q3_k_l": ("smollm2_path", "Q3_K_L"),
+           "qwen3_q3_k_m": ("smollm2_qwen3_path", "Q3_K_M")}
+# the tensor types each file holds (F32 norms aside)
+TYPES = {"q4_0": {"Q4_0"}, "qwen3_q4_0": {"Q4_0"}, "q2_k": {"Q4_0", "Q3_K", "Q8_0"},
+         "q3_k_s": {"Q4_0", "Q3_K", "Q8_0"}, "q3_k_m": {"Q4_0", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q8_0"},
+         "q3_k_l": {"Q4_0", "Q5_1", "Q5_K", "Q8_0"}, "qwen3_q3_k_m": {"Q4_0", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q8_0"}}
+# llama-quantize's file with the same mix (tests/oracle/quantize/ggml.json)
+QUANTIZE = json.loads((Path(__file__).parent / "oracle" / "quantize" / "ggml.json").read_text())["llama_quantize"]
+LLAMA_QUANTIZE = {k: ("qwen3-" + k[6:] if k.startswith("qwen3") else "smollm2-" + k) for k in NAMES
+                  if k not in ("q4_0", "qwen3_q4_0")}
+
+
+def _types(path) -> set:
+    from bankml.models import gguf
+    with gguf.GGUFFile(path) as f:
+        return {t.type.name for t in f.tensors.values()} - {"F32"}
+
+
+@pytest.fixture(scope="module", params=list(SETS))
+def model(request):
+    name = request.param
+    if not SETS[name]:
+        pytest.fail(f"tests/oracle/forward/{name}.json is missing")
+    fixture, out_type = SOURCES[name]
+    path = _quantized(request.getfixturevalue(fixture), out_type)
+    with open_recorded(path, SETS[name][0]) as m:
+        yield name, path, m
+
+
+def test_the_records_cover_the_brief():
+    for name, sets in SETS.items():
+        assert sets, f"the {name} record is missing"
+        assert_covers(sets[0]["cases"], 1500 if name == "q4_0" else 1100)
+    assert min(c["steps"] for c in SETS["q4_0"][0]["cases"]) == 300
+
+
+def test_the_mixes_are_llama_quantizes_files():
+    for name, key in LLAMA_QUANTIZE.items():
+        rec = QUANTIZE[key]
+        assert rec["returncode"] == 0 and rec["sha256"] == SETS[name][0]["model_sha256"]
+        assert set(rec["tensor_types"].values()) - {"F32"} == TYPES[name]
+
+
+def test_rows_identical(model):
+    name, path, m = model
+    assert _types(path) == TYPES[name]
+    n = sum(replay(m, case) for case in SETS[name][0]["cases"])
+    assert n == sum(c["steps"] + 1 for c in SETS[name][0]["cases"])
