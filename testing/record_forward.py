@@ -34,11 +34,11 @@ Sets:
   q4_0              the Q4_1 file re-encoded by `bankml quantize ... Q4_0` (bankml's rule: every matrix and the
                     token embedding Q4_0; repacked q4_0_8x8 by llama-server, the tied head's MUL_MAT copy too):
                     42 prompts of 1 .. 1500 tokens x (1 + 24; 40 for text-1000, 100 for text-3)
-  qwen3_q4_0,       the qwen3 file re-encoded the same way (13 prompts x (1 + 8): SHAPE_PICK), and the Q4_1 file
-                    (qwen3_q3_k_m: the qwen3 file)
+  qwen3_q4_0,       the qwen3 file re-encoded the same way, and the Q4_1 file (qwen3_q3_k_m: the qwen3 file)
   q2_k, q3_k_s,     quantized by `bankml quantize` in llama-quantize's plain Q2_K / Q3_K_S / Q3_K_M / Q3_K_L mixes
   q3_k_m, q3_k_l,   (rows of 576 send attention, gate and up to Q4_0; the Q3 mixes also Q3_K / Q4_K / Q5_0 / Q5_1 /
-  qwen3_q3_k_m      Q5_K): the qwen3 set's prompts and steps
+  qwen3_q3_k_m      Q5_K): the qwen3 set's prompts and steps for q2_k and q3_k_m; qwen3_q4_0, q3_k_s, q3_k_l and
+                    qwen3_q3_k_m: SHAPE_PICK's 13 prompts (1 .. 1500 tokens) x (1 + 8)
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -394,7 +394,7 @@ def main(argv: list[str]) -> None:
             rec = record_set(name, "f32", 40, pick=F32_PICK)
         elif name == "q4_0":  # every prompt (to 1,500 tokens) with the qwen3 set's steps
             rec = record_set(name, name, 24, steps_of=QWEN3_STEPS)
-        elif name == "qwen3_q4_0":  # the shape sets' 13 prompts (1 .. 1,500 tokens) x (1 + 8)
+        elif name in ("qwen3_q4_0", "q3_k_s", "q3_k_l", "qwen3_q3_k_m"):  # SHAPE_PICK's 13 prompts x (1 + 8)
             rec = record_set(name, name, 8, pick=SHAPE_PICK)
         elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0") + tuple(QUANTIZED) + tuple(Q23_SETS):
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)

@@ -1,5 +1,5 @@
 """Replay the logits oracle of the llama and qwen3 graphs on files with Q4_0 matrices (tests/oracle/forward/q4_0.json,
-qwen3_q4_0.json, q2_k.json and q3_k_m.json, recorded by
+qwen3_q4_0.json, q2_k.json, q3_k_m.json, q3_k_s.json, q3_k_l.json and qwen3_q3_k_m.json, recorded by
 `testing/record_forward.py <set>` from libllama b11192 with llama-server's context: -c 4096, n_ubatch 512, flash
 attention, F16 cache, -t 2).
 
@@ -14,6 +14,9 @@ The files (testing/record_forward.py Q4_0_SETS):
   (llama-quantize's bytes: tests/oracle/quantize/ggml.json smollm2-q2_k, smollm2-q3_k_m): rows of 576 send the
   attention, gate and up matrices to Q4_0; ffn_down is Q3_K (Q2_K) or Q4_K / Q5_K (Q3_K_M, with Q5_0 / Q5_1 on
   some attention matrices). 40 prompts of 1 .. 1,300 tokens.
+- q3_k_s, q3_k_l, qwen3_q3_k_m: the Q4_1 file in the plain Q3_K_S (Q4_0, Q3_K) and Q3_K_L (Q4_0, Q5_1, Q5_K)
+  mixes and the qwen3 file in Q3_K_M (llama-quantize's bytes: smollm2-q3_k_s, smollm2-q3_k_l, qwen3-q3_k_m):
+  qwen3_q4_0's 13 prompts + 8 steps.
 Decode (q4_0, q2_k, q3_k_m): 24 steps after each prompt (40 after text-1000, 100 after text-3), crossing 512 and
 1,024.
 """
@@ -28,8 +31,8 @@ import pytest
 from conftest import _quantized
 from engine_replay import assert_covers, open_recorded, record_sets, replay
 
-# (testing/record_forward.py also has q3_k_s, q3_k_l and qwen3_q3_k_m, not recorded yet)
-NAMES = ("q4_0", "qwen3_q4_0", "q2_k", "q3_k_m")
+NAMES = ("q4_0", "qwen3_q4_0", "q2_k", "q3_k_m", "q3_k_s", "q3_k_l", "qwen3_q3_k_m")
+SHAPE_PICKED = ("qwen3_q4_0", "q3_k_s", "q3_k_l", "qwen3_q3_k_m")  # the shape sets' 13 prompts of 1 .. 1,500 tokens
 SETS = {k: record_sets(k) for k in NAMES}
 # the source file's fixture and the type `bankml quantize` writes (testing/record_forward.py Q4_0_SETS)
 SOURCES = {"q4_0": ("smollm2_path", "Q4_0"), "qwen3_q4_0": ("smollm2_qwen3_path", "Q4_0"),
@@ -67,7 +70,7 @@ def model(request):
 def test_the_records_cover_the_brief():
     for name, sets in SETS.items():
         assert sets, f"the {name} record is missing"
-        if name == "qwen3_q4_0":  # the shape sets' 13 prompts of 1 .. 1,500 tokens
+        if name in SHAPE_PICKED:
             assert len(sets[0]["cases"]) == 13 and max(len(c["prompt"]) for c in sets[0]["cases"]) == 1500
         else:
             assert_covers(sets[0]["cases"], 1500 if name == "q4_0" else 1100)

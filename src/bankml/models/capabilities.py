@@ -43,9 +43,9 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # The llama and qwen3 graphs' matrices and token embeddings also in Q4_0: repacked q4_0_8x8 where the rows are a
 # multiple of 8 (llama-server's CPU_REPACK buffer, the tied head's MUL_MAT copy too), one vec_dot per output
 # otherwise, Q8_0 activations; bit-exact on SmolLM2 and its qwen3 re-description re-encoded as Q4_0 and on
-# SmolLM2's plain Q2_K / Q3_K_M mixes (Q4_0 on the rows of 576):
+# SmolLM2's plain Q2_K / Q3_K_S / Q3_K_M / Q3_K_L mixes and the qwen3 Q3_K_M (Q4_0 on the rows of 576):
 # tests/test_forward_q4_0.py, records q4_0.json (1,142 rows), q2_k.json and q3_k_m.json (1,092 rows each),
-# qwen3_q4_0.json (117 rows); mul_mat.json's 124 Q4_0 nodes through bk_matmul.
+# qwen3_q4_0, q3_k_s, q3_k_l, qwen3_q3_k_m (117 rows each); mul_mat.json's 124 Q4_0 nodes through bk_matmul.
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
