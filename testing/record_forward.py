@@ -34,6 +34,14 @@ Sets:
   q2_k_overrides,   the F16 file quantized by `bankml quantize` as Q2_K / Q3_K_S with --tensor-type overrides
   q3_k_s_overrides, (Q23_SETS: attention, gate, up Q8_0; ffn_down Q2_K / Q3_K), and the qwen3 file as Q2_K (ffn_down
   qwen3_q2_k_overrides  Q2_K on layers 0-9, Q3_K after): the qwen3 set's prompts and steps
+  q4_0              the Q4_1 file re-encoded by `bankml quantize ... Q4_0` (bankml's rule: every matrix and the
+                    token embedding Q4_0; repacked q4_0_8x8 by llama-server, the tied head's MUL_MAT copy too):
+                    42 prompts of 1 .. 1500 tokens x (1 + 24; 40 for text-1000, 100 for text-3)
+  qwen3_q4_0,       the qwen3 file re-encoded the same way, and the Q4_1 file (qwen3_q3_k_m: the qwen3 file)
+  q2_k, q3_k_s,     quantized by `bankml quantize` in llama-quantize's plain Q2_K / Q3_K_S / Q3_K_M / Q3_K_L mixes
+  q3_k_m, q3_k_l,   (rows of 576 send attention, gate and up to Q4_0; the Q3 mixes also Q3_K / Q4_K / Q5_0 / Q5_1 /
+  qwen3_q3_k_m      Q5_K): the qwen3 set's prompts and steps for q2_k and q3_k_m; qwen3_q4_0, q3_k_s, q3_k_l and
+                    qwen3_q3_k_m: SHAPE_PICK's 13 prompts (1 .. 1500 tokens) x (1 + 8)
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -98,6 +106,15 @@ MODELS = {
 # the files `bankml quantize` makes from the Q4_1 file (or from its qwen3 re-description): key -> type
 QUANTIZED = {"q4_k_m": "Q4_K_M", "qwen3_q4_k_m": "Q4_K_M", "q5_k_m": "Q5_K_M", "q5_k_s": "Q5_K_S", "q5_1": "Q5_1",
              "qwen3_q5_k_m": "Q5_K_M"}
+# Q4_0 matrices (repacked q4_0_8x8): bankml's Q4_0 re-encoding (the embedding Q4_0 too; not llama-quantize's rule,
+# which would keep the tied embedding Q8_0) of both files, and the plain Q2_K / Q3_K_S / Q3_K_M / Q3_K_L mixes
+# (llama-quantize's bytes, tests/oracle/quantize/ggml.json smollm2-q2_k ... qwen3-q3_k_m) that put Q4_0 on the
+# rows of 576
+Q4_0_SETS = {"q4_0": "Q4_0", "qwen3_q4_0": "Q4_0", "q2_k": "Q2_K", "q3_k_s": "Q3_K_S", "q3_k_m": "Q3_K_M",
+             "q3_k_l": "Q3_K_L", "qwen3_q3_k_m": "Q3_K_M"}
+MODELS.update({k: f"derived/smollm2-135m-instruct-{'qwen3-' if k.startswith('qwen3') else ''}{t.lower()}.gguf"
+               for k, t in Q4_0_SETS.items()})
+QUANTIZED.update(Q4_0_SETS)
 # set -> (source: "f16" the F16 file or "qwen3" the Q4_1 file re-described, llama-quantize mix, overrides): the
 # llama-quantize cases of tests/quantize_cases.py (ffn_down Q2_K, Q3_K, or Q2_K on layers 0-9 and Q3_K after)
 sys.path.insert(0, str(REPO / "tests"))
@@ -422,6 +439,10 @@ def main(argv: list[str]) -> None:
             rec = record_bf16(name)
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
+        elif name == "q4_0":  # every prompt (to 1,500 tokens) with the qwen3 set's steps
+            rec = record_set(name, name, 24, steps_of=QWEN3_STEPS)
+        elif name in ("qwen3_q4_0", "q3_k_s", "q3_k_l", "qwen3_q3_k_m"):  # SHAPE_PICK's 13 prompts x (1 + 8)
+            rec = record_set(name, name, 8, pick=SHAPE_PICK)
         elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0") + tuple(QUANTIZED) + tuple(Q23_SETS):
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)
         elif name in MODELS:

@@ -49,17 +49,17 @@ def test_guard_plays_gemma3(gemma3_path):
 
 
 def test_llama_takes_only_the_recorded_k_quants():
-    # Q5_0 / Q4_K / Q6_K matrices are recorded on every graph, Q5_1 / Q5_K, Q2_K / Q3_K and the K-quant embeddings
-    # on llama and qwen3 (tests/test_forward_kquants_llama.py, tests/test_forward_kquants_q23.py); gemma3 has no
-    # record of them
+    # Q5_0 / Q4_K / Q6_K matrices are recorded on every graph, Q5_1 / Q5_K, Q2_K / Q3_K, Q4_0 and the K-quant and
+    # Q4_0 embeddings on llama and qwen3 (tests/test_forward_kquants_llama.py, tests/test_forward_kquants_q23.py,
+    # tests/test_forward_q4_0.py); gemma3 has no record of them
     from bankml.models import capabilities as caps
     for a in ("gemma3", "llama", "qwen3"):
         assert {"Q5_0", "Q4_K", "Q6_K"} <= caps.weight_types(a, "matrix")
     for a in ("llama", "qwen3"):
-        assert {"Q5_1", "Q5_K", "Q2_K", "Q3_K"} <= caps.weight_types(a, "matrix")
-        assert {"Q4_K", "Q5_K", "Q6_K"} <= caps.weight_types(a, "embedding")
-    assert not {"Q5_1", "Q5_K", "Q2_K", "Q3_K"} & caps.weight_types("gemma3", "matrix")
-    assert "Q4_K" not in caps.weight_types("gemma3", "embedding")
+        assert {"Q4_0", "Q5_1", "Q5_K", "Q2_K", "Q3_K"} <= caps.weight_types(a, "matrix")
+        assert {"Q4_0", "Q4_K", "Q5_K", "Q6_K"} <= caps.weight_types(a, "embedding")
+    assert not {"Q4_0", "Q5_1", "Q5_K", "Q2_K", "Q3_K"} & caps.weight_types("gemma3", "matrix")
+    assert not {"Q4_0", "Q4_K"} & caps.weight_types("gemma3", "embedding")
 
 
 def test_only_qwen3_takes_the_bonsai_types():
@@ -204,8 +204,8 @@ def test_weight_types_grouped_per_role(write):
     types = {f"blk.{i}.{w}.weight": GGMLType.IQ4_XS for i in range(2) for w in ("attn_q", "ffn_up")}
     types["blk.0.attn_k.weight"] = GGMLType.IQ4_NL
     reasons = _refused(write, tiny_llama(n_embd=n, n_ff=n, types=types))
-    assert reasons == ["matrix weight types the engine cannot run yet (it runs F16, F32, Q2_K, Q3_K, Q4_1, Q4_K, "
-                       "Q5_0, Q5_1, Q5_K, Q6_K, Q8_0): 4 tensors of type IQ4_XS (e.g. 'blk.0.attn_q.weight'), "
+    assert reasons == ["matrix weight types the engine cannot run yet (it runs BF16, F16, F32, Q2_K, Q3_K, Q4_0, Q4_1, "
+                       "Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0): 4 tensors of type IQ4_XS (e.g. 'blk.0.attn_q.weight'), "
                        "1 tensor of type IQ4_NL (e.g. 'blk.0.attn_k.weight')"]
 
 

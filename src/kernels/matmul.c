@@ -16,7 +16,8 @@
 int bk_matmul_supported(int32_t wtype, int32_t k) {
     switch (wtype) {
     case BK_TYPE_F32: case BK_TYPE_F16: case BK_TYPE_BF16: return k > 0;
-    case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q5_1: return k > 0 && k % BK_QK == 0;
+    case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q5_1: case BK_TYPE_Q4_0:
+        return k > 0 && k % BK_QK == 0;
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
         return k > 0 && k % BK_QK_K == 0;
     case BK_TYPE_Q1_0: return k > 0 && k % BK_QK1_0 == 0;
@@ -28,7 +29,8 @@ int bk_matmul_supported(int32_t wtype, int32_t k) {
 int32_t bk_act_type(int32_t wtype) {
     switch (wtype) {
     case BK_TYPE_Q4_1: case BK_TYPE_Q5_1: return BK_TYPE_Q8_1;
-    case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q1_0: case BK_TYPE_Q2_0: return BK_TYPE_Q8_0;
+    case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q1_0: case BK_TYPE_Q2_0: case BK_TYPE_Q4_0:
+        return BK_TYPE_Q8_0;
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
         return BK_TYPE_Q8_K;
     case BK_TYPE_F16: return BK_TYPE_F16;
@@ -95,6 +97,15 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
         }
         for (int c = 0; c < n; c++)
             bk_dot_q4_K_q8_K_rows(k, out + c * out_col + r0, (int)(r1 - r0), w + r0 * rb, rb, a + c * act_col);
+        return;
+    case BK_TYPE_Q4_0:
+        if (W->x8) {  /* q4_0_8x8: per-column Q8_0 activations, no dependence on n (repack.h) */
+            bk_matmul_q4_0_8x8(W->x8, k, a, act_col, n, r0, r1, out, out_col);
+            return;
+        }
+        for (int c = 0; c < n; c++)
+            for (int64_t r = r0; r < r1; r++)
+                out[c * out_col + r] = bk_dot_q4_0_q8_0(k, w + r * rb, a + c * act_col);
         return;
     }
     if (W->x8 && r0 % 8 == 0) {

@@ -22,6 +22,9 @@
  *                                           bk_matmul must get all n columns of the node, rows split by 8.
  *   Q2_K    Q8_K                            ggml_vec_dot_q2_K_q8_K per output (repacked only with AVX-512)
  *   Q3_K    Q8_K                            ggml_vec_dot_q3_K_q8_K per output (kquants_q23.h)
+ *   Q4_0    Q8_0                            with x8 set (CPU_REPACK q4_0_8x8, m % 8 == 0): the repacked gemv /
+ *                                           gemm (the same bits for any n, rows split by 8); else
+ *                                           ggml_vec_dot_q4_0_q8_0 per output (tinyBLAS_Q0_AVX: the same bits)
  *
  * The Bonsai types (quants_bonsai.h): neither sgemm nor repack takes them on x86, so any n:
  *   Q1_0    Q8_0                            ggml_vec_dot_q1_0_q8_0 (AVX2) per output
@@ -38,6 +41,7 @@
 enum bk_type {
     BK_TYPE_F32 = 0,
     BK_TYPE_F16 = 1,
+    BK_TYPE_Q4_0 = 2,
     BK_TYPE_Q4_1 = 3,
     BK_TYPE_Q5_0 = 6,
     BK_TYPE_Q5_1 = 7,
@@ -61,7 +65,8 @@ typedef struct bk_matrix {
     int64_t m;         /* rows (ggml ne1): the outputs */
     size_t row_bytes;
     const void *x8;    /* NULL, or Q4_1 / Q8_0 rows 0 .. m/8*8-1 regrouped by 8 (rows8.h): same bits, faster;
-                        * Q4_K: the whole matrix repacked as q4_K_8x8 (repack.h): llama-server's bits */
+                        * Q4_K: the whole matrix repacked as q4_K_8x8 (repack.h): llama-server's bits;
+                        * Q4_0: the whole matrix repacked as q4_0_8x8 (repack.h), likewise */
 } bk_matrix;
 
 /* 1 when the weight type is one of those above with k a multiple of its block size. */

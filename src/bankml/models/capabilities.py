@@ -19,7 +19,7 @@ from . import arch
 WEIGHT_TYPES: dict[str, frozenset[str]] = {
     # matrix multiplications (attention and feed-forward projections, the output head); each bit-exact with
     # llama.cpp b11192: tests/test_engine_oracle.py (SmolLM2 Q4_1, F16, Q8_0, F32 files) and
-    # tests/test_kernels_forward.py (ggml's MUL_MAT). Q4_0 / K-quants: b11192 repacks them on AVX2 (later)
+    # tests/test_kernels_forward.py (ggml's MUL_MAT). Q4_0 / K-quants per architecture below
     "matrix": frozenset({"F32", "F16", "Q8_0", "Q4_1"}),
     # the token embedding table (rows are looked up, then dequantized; GET_ROWS checked against ggml's)
     "embedding": frozenset({"F32", "F16", "Q8_0", "Q4_1"}),
@@ -47,16 +47,23 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # graph records bf16 and qwen3_bf16 (SmolLM2's F16 file and its qwen3 re-description written as BF16 by `bankml
 # quantize`, llama-quantize's bytes: 1,142 of 1,142 and 1,092 of 1,092 rows identical), replayed by
 # tests/test_forward_bf16.py.
+# The llama and qwen3 graphs' matrices and token embeddings also in Q4_0: repacked q4_0_8x8 where the rows are a
+# multiple of 8 (llama-server's CPU_REPACK buffer, the tied head's MUL_MAT copy too), one vec_dot per output
+# otherwise, Q8_0 activations; bit-exact on SmolLM2 and its qwen3 re-description re-encoded as Q4_0 and on
+# SmolLM2's plain Q2_K / Q3_K_S / Q3_K_M / Q3_K_L mixes and the qwen3 Q3_K_M (Q4_0 on the rows of 576):
+# tests/test_forward_q4_0.py, records q4_0.json (1,142 rows), q2_k.json and q3_k_m.json (1,092 rows each),
+# qwen3_q4_0, q3_k_s, q3_k_l, qwen3_q3_k_m (117 rows each); mul_mat.json's 124 Q4_0 nodes through bk_matmul.
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
 ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
     "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
-    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-                                                   "Q6_K"} | {"BF16"},
-              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"} | {"BF16"}},
-    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"} | {"BF16"},
-              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_K", "Q5_K", "Q6_K"} | {"BF16"}},
+    "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+                                                   "Q5_K", "Q6_K", "BF16"},
+              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "BF16"}},
+    "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+                                                   "BF16"},
+              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "BF16"}},
 }
 
 
