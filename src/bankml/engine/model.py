@@ -21,6 +21,7 @@ outputs), src/llama-kv-cache.cpp (cells).
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 from dataclasses import dataclass, field, fields
@@ -32,6 +33,8 @@ from ..models import arch, gguf, verify
 from ..errors import ContextFull, InvalidToken, ModelRefused, PositionMismatch
 from . import _forward
 from ._threads import effective_threads, release_pool
+
+log = logging.getLogger("bankml.engine")
 
 KV_PAD = 256          # llama_context pads n_ctx (and so the cache) to 256 cells
 N_UBATCH = 512        # llama-server's default --ubatch-size
@@ -315,11 +318,15 @@ class UnifiedCache:
         """llama_memory_seq_rm(mem, seq_id, p0, p1): the sequence's cells holding p0 <= pos < p1 (p0 < 0: from 0,
         p1 < 0: no end) become empty (holes; their K/V bytes stay, as llama.cpp's do); the search head moves back
         to the first freed cell when it is below it. seq_id -1: every sequence. llama-server calls it with
-        (slot, -1, -1) when a slot's conversation is dropped and (slot, n_keep, -1) to keep a cached prefix."""
+        (slot, -1, -1) when a slot's conversation is dropped and (slot, n_keep, -1) to keep a cached prefix.
+        Logged at debug level (`kv: seq_rm S P0 P1`), with the server's batch lines enough to replay a run."""
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("kv: seq_rm %d %d %d", seq_id, p0, p1)
         self._c.useq_rm(int(seq_id), int(p0), int(p1))
 
     def clear(self) -> None:
-        """llama_memory_clear: every cell empty, head 0."""
+        """llama_memory_clear: every cell empty, head 0 (logged at debug level: `kv: clear`)."""
+        log.debug("kv: clear")
         self._c.clear()
 
     @property
@@ -399,6 +406,7 @@ class UnifiedSeq:
         n = len(state) // row
         pos = getattr(state, "positions", None)
         pos = np.arange(n, dtype=np.int32) if pos is None else np.asarray(pos, dtype=np.int32)
+        log.debug("kv: restore %d %d", self.seq_id, n)     # cells from outside the run: a replay stops here
         if not self.cache._c.useq_load(self.seq_id, pos, bytes(state)):
             raise ContextFull(self.cache.used, n, self.n_ctx)
 

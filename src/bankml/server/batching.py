@@ -38,8 +38,10 @@ Served one at a time instead (for_context returns None): one slot (-np 1), a uni
 slots.unified_refusal names (a model other than llama and qwen3, embeddings), and models whose graph
 Model.decode_batch does not gather (other than llama and qwen3: bankml.engine.model.MULTI_SEQ_ARCHS).
 
-With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt),
-...` (rows per slot, in the batch's order).
+With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt) at P,
+...` (D rows of slot I from position P, in the batch's order); with the unified cache's own debug lines (`kv:
+seq_rm S P0 P1`, `kv: clear`, `kv: restore S N`: bankml.engine.model.UnifiedCache) that is what
+testing/record_load.py replays through libllama.
 """
 
 from __future__ import annotations
@@ -231,7 +233,7 @@ class Batcher:
         ctx = self.ctx
         if log.isEnabledFor(logging.DEBUG):
             log.debug("batch: step %d, view %d: %s", self.n_step, v, ", ".join(
-                f"slot {r.slot.id} {len(t)} ({'prompt' if p else 'decode'})" for r, t, _, _, p in view))
+                f"slot {r.slot.id} {len(t)} ({'prompt' if p else 'decode'}) at {pos}" for r, t, pos, _, p in view))
         outs = [o for _, _, _, o, _ in view]
         if ctx.slots.unified is not None:
             logits = ctx.model.decode_unified(ctx.slots.unified, [(r.slot.id, t, pos) for r, t, pos, _, _ in view],
