@@ -77,6 +77,21 @@ SCHEDULES = [
      "A": body("Tell me about the stars in the night sky", 36, stream=True, ignore_eos=True),
      "B": body("Green is the colour of " * 8, 20, temperature=0.8, seed=5),
      "C": body("The train leaves the station " * 12, 14)},
+    # one unified KV stream (-kvu): the slots' cells interleave in one cache (docs/engine.md "A unified cache");
+    # the second pair's A passes 512 cells beside the others' (n_kv counts every slot's cells)
+    {"name": "greedy_kvu_np2", "flags": ss.flags("-v", "-kvu", np="2"), "after": {"B": 4, "C": 4},
+     "A": body("The history of the city of Paris begins", 40, stream=True),
+     "B": body("Three facts about the moon:", 14),
+     "C": body("A short poem about bread:\n", 12)},
+    {"name": "split_kv_kvu_np2", "flags": ss.flags("-v", "-kvu", np="2"), "after": {"B": 3, "C": 3},
+     "A": body("The river flows to the sea. " * 75 + "And then", 24, stream=True),
+     "B": body("Snow is white and " * 30, 16),
+     "C": body("Numbers: 1, 2, 3,", 10)},
+    {"name": "three_slots_kvu_np3", "flags": ss.flags("-v", "-kvu", "-b", "64", "-ub", "16", np="3"),
+     "after": {"B": 3, "C": 10},
+     "A": body("Tell me about the stars in the night sky", 36, stream=True, ignore_eos=True),
+     "B": body("Green is the colour of " * 8, 20, temperature=0.8, seed=5),
+     "C": body("The train leaves the station " * 12, 14)},
 ]
 
 # the schedules played on the qwen3 file (batching_qwen3.json): both sides of 512 cells, a small batch, three slots

@@ -2,7 +2,7 @@
 slots: tests/oracle/server/batching.json, recorded by testing/record_batching.py, and some of its schedules on the
 qwen3 file (batching_qwen3.json: the qwen3 graph through Model.decode_batch).
 
-Each schedule is replayed in-process on its recorded flags (-np 2 or 3, split cache; -b 64 -ub 16 in two): A
+Each schedule is replayed in-process on its recorded flags (-np 2 or 3, split cache or -kvu; -b 64 -ub 16 in three): A
 streams; each later request is submitted when A has sampled as many tokens as llama-server's log says it had when
 that request's prompt started, except one llama-server deferred (no idle slot), which is submitted with the one
 before it and joins when a slot frees, by the rules alone. Every answer (content, token ids, each token's
