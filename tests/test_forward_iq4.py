@@ -18,10 +18,14 @@ Below, the MUL_MAT driver on the IQ4 op records of tests/oracle/kquants/iq4.json
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import quantize_cases as cases
 
 from conftest import _quantized
 from engine_replay import open_recorded, record_sets, replay
@@ -34,7 +38,8 @@ SOURCES = {k: ("smollm2_qwen3_path" if k.startswith("qwen3") else "smollm2_f16_p
 # the tensor types each file holds (F32 norms aside)
 TYPES = {"iq4_nl": {"IQ4_NL", "Q5_K", "Q8_0"}, "iq4_xs": {"IQ4_NL", "IQ4_XS", "Q5_K", "Q8_0"}}
 TYPES.update({"qwen3_" + k: v for k, v in TYPES.items()})
-QUANTIZE = json.loads((Path(__file__).parent / "oracle" / "quantize" / "ggml.json").read_text())["llama_quantize"]
+GGML = json.loads((Path(__file__).parent / "oracle" / "quantize" / "ggml.json").read_text())
+QUANTIZE = GGML["llama_quantize"]
 
 
 def _lq_key(name: str) -> str:
@@ -115,3 +120,17 @@ def test_the_iq4_op_cases_take_every_path():
     xs = [c for c in MM if c["type"] == "IQ4_XS"]
     assert any(c["n"] >= 8 and c["m"] % 8 == 0 for c in xs)  # the IQ panel gemm
     assert any(c["n"] >= 8 and c["m"] % 8 for c in xs) and any(1 < c["n"] < 8 for c in xs)  # vec_dot
+
+
+# --- GET_ROWS: the engine's row decoders against ggml-base's to_float (tests/oracle/quantize/ggml.json "decode":
+# random IQ4_NL / IQ4_XS blocks with finite half scales, recorded by testing/record_quantize.py decode). The guard
+# still refuses IQ4 embeddings: no graph record has one (no llama-quantize mix writes one).
+
+@pytest.mark.parametrize("tname", ["IQ4_NL", "IQ4_XS"])
+def test_get_row_is_ggmls_to_float(tname):
+    from bankml.engine._shims import _kernels_shim as K
+    raw_type, raw, rows = cases.decode_cases()[f"{tname.lower()}_random"]
+    assert raw_type == tname
+    row = raw.reshape(rows, -1)
+    y = np.stack([K.get_row(tname, row[r], cases.N_PER_ROW) for r in range(rows)])
+    assert hashlib.sha256(y.tobytes()).hexdigest() == GGML["decode"][f"{tname.lower()}_random"]["sha256"]

@@ -24,6 +24,8 @@ cdef extern from "repack.h" nogil:
     int bk_repack_q4_0_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth)
 cdef extern from "quants_iq4.h" nogil:
     int bk_repack_iq4_nl_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth)
+    void bk_dequant_row_iq4_nl(const void *x, float *y, int64_t k)
+    void bk_dequant_row_iq4_xs(const void *x, float *y, int64_t k)
 
 cnp.import_array()
 
@@ -149,6 +151,10 @@ def get_row(str wtype, row, int k):
         bk_dequant_row_q5_K(&r[0], &out[0], k)
     elif wtype == "Q6_K":
         bk_dequant_row_q6_K(&r[0], &out[0], k)
+    elif wtype == "IQ4_NL":
+        bk_dequant_row_iq4_nl(&r[0], &out[0], k)
+    elif wtype == "IQ4_XS":
+        bk_dequant_row_iq4_xs(&r[0], &out[0], k)
     elif wtype == "F16":
         bk_fp16_to_fp32_row(<const uint16_t *>&r[0], &out[0], k)
     elif wtype == "BF16":
