@@ -45,6 +45,7 @@ Sets:
   iq4_nl, iq4_xs,   SmolLM2's F16 file and the qwen3 file quantized by `bankml quantize` in llama-quantize's plain
   qwen3_iq4_nl,     IQ4_NL / IQ4_XS mixes (IQ4_SETS: IQ4_NL matrices repacked iq4_nl_8x8, IQ4_XS ffn_down, Q5_K
   qwen3_iq4_xs      ffn_down on layers 0-2, the tied embedding Q8_0): SHAPE_PICK's 13 prompts x (1 + 8)
+  iq4_nl_embd       the F16 file as IQ4_NL with --tensor-type token_embd=iq4_nl (an IQ4_NL embedding): the same
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -132,6 +133,12 @@ IQ4_SETS = {f"{p}{t.lower()}": (src, t, ())
 Q23_SETS.update(IQ4_SETS)
 MODELS.update({k: f"derived/smollm2-135m-instruct-{'qwen3-' if k.startswith('qwen3') else ''}{t.lower()}.gguf"
                for k, (_, t, _) in IQ4_SETS.items()})
+# and an IQ4_NL token embedding (tests/quantize_cases.py IQ4_EMBD: the F16 file as IQ4_NL, token_embd overridden)
+from quantize_cases import IQ4_EMBD  # noqa: E402
+
+IQ4_SETS["iq4_nl_embd"] = Q23_SETS["iq4_nl_embd"] = (IQ4_EMBD[0], IQ4_EMBD[1],
+                                                      tuple(tuple(t.split("=", 1)) for t in IQ4_EMBD[2]))
+MODELS["iq4_nl_embd"] = "derived/smollm2-135m-instruct-f16-iq4_nl-embd.gguf"
 
 
 def derived(key: str) -> Path:

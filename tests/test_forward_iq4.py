@@ -1,5 +1,5 @@
 """Replay the logits oracle of the llama and qwen3 graphs on files with IQ4_NL and IQ4_XS matrices
-(tests/oracle/forward/iq4_nl.json, qwen3_iq4_nl.json, iq4_xs.json, qwen3_iq4_xs.json, recorded by
+(tests/oracle/forward/iq4_nl.json, qwen3_iq4_nl.json, iq4_xs.json, qwen3_iq4_xs.json, iq4_nl_embd.json, recorded by
 `testing/record_forward.py <set>` from libllama b11192 with llama-server's context: -c 4096, n_ubatch 512, flash
 attention, F16 cache, -t 2).
 
@@ -11,6 +11,8 @@ llama-quantize writes: tests/oracle/quantize/ggml.json f16-iq4_nl ... qwen3-iq4_
   count that is a multiple of 8, so llama-server repacks them all as iq4_nl_8x8 (CPU_REPACK).
 - IQ4_XS: the rows of 576 fall back to IQ4_NL (attention, gate, up: repacked as above); ffn_down (rows of 1536)
   IQ4_XS on layers 3-29 (ggml_vec_dot_iq4_xs_q8_K per output), Q5_K on 0-2; the embedding Q8_0.
+- iq4_nl_embd: the F16 file as IQ4_NL with `--tensor-type token_embd=iq4_nl` (llama-quantize's bytes,
+  f16-iq4_nl-overrides): the token embedding IQ4_NL too, read by GET_ROWS, and the tied output head repacked.
 Each: SHAPE_PICK's 13 prompts of 1 .. 1,500 tokens (both sides of 64, 256, 512, 1024) x (1 + 8 decode steps).
 
 Below, the MUL_MAT driver on the IQ4 op records of tests/oracle/kquants/iq4.json (134 nodes of n = 1 .. 512 columns).
@@ -31,18 +33,22 @@ from conftest import _quantized
 from engine_replay import open_recorded, record_sets, replay
 
 NAMES = ("iq4_nl", "qwen3_iq4_nl", "iq4_xs", "qwen3_iq4_xs")
-SETS = {k: record_sets(k) for k in NAMES}
+EMBD = "iq4_nl_embd"  # the F16 file as IQ4_NL with an IQ4_NL token embedding (tests/quantize_cases.py IQ4_EMBD)
+SETS = {k: record_sets(k) for k in NAMES + (EMBD,)}
 # the source file's fixture and the type `bankml quantize` writes (testing/record_forward.py IQ4_SETS)
 SOURCES = {k: ("smollm2_qwen3_path" if k.startswith("qwen3") else "smollm2_f16_path", k.removeprefix("qwen3_").upper())
            for k in NAMES}
 # the tensor types each file holds (F32 norms aside)
 TYPES = {"iq4_nl": {"IQ4_NL", "Q5_K", "Q8_0"}, "iq4_xs": {"IQ4_NL", "IQ4_XS", "Q5_K", "Q8_0"}}
 TYPES.update({"qwen3_" + k: v for k, v in TYPES.items()})
+TYPES[EMBD] = {"IQ4_NL", "Q5_K"}
 GGML = json.loads((Path(__file__).parent / "oracle" / "quantize" / "ggml.json").read_text())
 QUANTIZE = GGML["llama_quantize"]
 
 
 def _lq_key(name: str) -> str:
+    if name == EMBD:
+        return cases.llama_quantize_key(*cases.IQ4_EMBD)
     return ("qwen3-" + name[6:]) if name.startswith("qwen3") else "f16-" + name
 
 
@@ -54,7 +60,7 @@ def _record(name: str) -> dict:
 
 @pytest.mark.oracle
 def test_the_records_cover_the_brief():
-    for name in NAMES:
+    for name in NAMES + (EMBD,):
         cases = _record(name)["cases"]
         assert len(cases) == 13 and max(len(c["prompt"]) for c in cases) == 1500
         assert all(c["steps"] == 8 for c in cases)
@@ -62,7 +68,7 @@ def test_the_records_cover_the_brief():
 
 @pytest.mark.oracle
 def test_the_files_are_llama_quantizes():
-    for name in NAMES:
+    for name in NAMES + (EMBD,):
         rec = QUANTIZE[_lq_key(name)]
         assert rec["returncode"] == 0 and rec["sha256"] == _record(name)["model_sha256"]
         assert set(rec["tensor_types"].values()) - {"F32"} == TYPES[name]
@@ -70,12 +76,15 @@ def test_the_files_are_llama_quantizes():
 
 @pytest.mark.slow
 @pytest.mark.oracle
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + (EMBD,))
 def test_rows_identical(name, request):
     from bankml.models import gguf
     rec = _record(name)
-    fixture, out_type = SOURCES[name]
-    path = _quantized(request.getfixturevalue(fixture), out_type)
+    if name == EMBD:  # made with the override, as testing/record_forward.py makes it
+        path = request.getfixturevalue("smollm2_q23_path")(name)
+    else:
+        fixture, out_type = SOURCES[name]
+        path = _quantized(request.getfixturevalue(fixture), out_type)
     with gguf.GGUFFile(path) as f:
         assert {t.type.name for t in f.tensors.values()} - {"F32"} == TYPES[name]
     with open_recorded(path, rec) as m:
@@ -124,7 +133,7 @@ def test_the_iq4_op_cases_take_every_path():
 
 # --- GET_ROWS: the engine's row decoders against ggml-base's to_float (tests/oracle/quantize/ggml.json "decode":
 # random IQ4_NL / IQ4_XS blocks with finite half scales, recorded by testing/record_quantize.py decode). The guard
-# still refuses IQ4 embeddings: no graph record has one (no llama-quantize mix writes one).
+# takes an IQ4_NL embedding on llama only (record iq4_nl_embd above); no mix writes an IQ4 embedding.
 
 @pytest.mark.parametrize("tname", ["IQ4_NL", "IQ4_XS"])
 def test_get_row_is_ggmls_to_float(tname):

@@ -60,11 +60,14 @@ def test_llama_takes_only_the_recorded_k_quants():
         assert {"Q4_0", "Q4_K", "Q5_K", "Q6_K"} <= caps.weight_types(a, "embedding")
     assert not {"Q4_0", "Q5_1", "Q5_K", "Q2_K", "Q3_K"} & caps.weight_types("gemma3", "matrix")
     assert not {"Q4_0", "Q4_K"} & caps.weight_types("gemma3", "embedding")
-    # IQ4_NL / IQ4_XS matrices: recorded on llama and qwen3 (tests/test_forward_iq4.py); no IQ4 embedding anywhere
+    # IQ4_NL / IQ4_XS matrices: recorded on llama and qwen3 (tests/test_forward_iq4.py); an IQ4_NL embedding on
+    # llama only (record iq4_nl_embd), no IQ4_XS embedding anywhere
     for a in ("llama", "qwen3"):
         assert {"IQ4_NL", "IQ4_XS"} <= caps.weight_types(a, "matrix")
+    assert "IQ4_NL" in caps.weight_types("llama", "embedding")
+    assert not {"IQ4_NL"} & (caps.weight_types("qwen3", "embedding") | caps.weight_types("gemma3", "embedding"))
     for a in ("gemma3", "llama", "qwen3"):
-        assert not {"IQ4_NL", "IQ4_XS"} & caps.weight_types(a, "embedding")
+        assert "IQ4_XS" not in caps.weight_types(a, "embedding")
     assert not {"IQ4_NL", "IQ4_XS"} & caps.weight_types("gemma3", "matrix")
 
 
