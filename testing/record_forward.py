@@ -42,6 +42,10 @@ Sets:
   q3_k_m, q3_k_l,   (rows of 576 send attention, gate and up to Q4_0; the Q3 mixes also Q3_K / Q4_K / Q5_0 / Q5_1 /
   qwen3_q3_k_m      Q5_K): the qwen3 set's prompts and steps for q2_k and q3_k_m; qwen3_q4_0, q3_k_s, q3_k_l and
                     qwen3_q3_k_m: SHAPE_PICK's 13 prompts (1 .. 1500 tokens) x (1 + 8)
+  iq4_nl, iq4_xs,   SmolLM2's F16 file and the qwen3 file quantized by `bankml quantize` in llama-quantize's plain
+  qwen3_iq4_nl,     IQ4_NL / IQ4_XS mixes (IQ4_SETS: IQ4_NL matrices repacked iq4_nl_8x8, IQ4_XS ffn_down, Q5_K
+  qwen3_iq4_xs      ffn_down on layers 0-2, the tied embedding Q8_0): SHAPE_PICK's 13 prompts x (1 + 8)
+  iq4_nl_embd       the F16 file as IQ4_NL with --tensor-type token_embd=iq4_nl (an IQ4_NL embedding): the same
   kvq8              Q4_1 with --cache-type-k/v q8_0 (Hadamard-rotated Q8_0 cache): 12 prompts x (1 + 120)
   threads           Q4_1 with llama -t 1 and -t 3 (split-KV chunks follow -t): 6 prompts x (1 + 100) each
   threads_more      Q4_1 with -t 4, 6, 8, 12, 16, 24, 32, 64, Q8_0 and F16 with -t 4 and 8 (-t 2 is every other
@@ -121,6 +125,20 @@ sys.path.insert(0, str(REPO / "tests"))
 from quantize_cases import Q23_OVERRIDES  # noqa: E402
 
 Q23_SETS = {k: (src, mix, tuple(tuple(t.split("=", 1)) for t in tts)) for k, (src, mix, tts) in Q23_OVERRIDES.items()}
+# IQ4_NL / IQ4_XS (issue 14): SmolLM2's F16 file and the qwen3 file quantized by `bankml quantize` in llama-quantize's
+# plain IQ4_NL / IQ4_XS mixes (llama-quantize's bytes: tests/oracle/quantize/ggml.json f16-iq4_nl ... qwen3-iq4_xs),
+# made when missing as Q23_SETS' files are: set -> (source, mix, no overrides)
+IQ4_SETS = {f"{p}{t.lower()}": (src, t, ())
+            for t in ("IQ4_NL", "IQ4_XS") for p, src in (("", "f16"), ("qwen3_", "qwen3"))}
+Q23_SETS.update(IQ4_SETS)
+MODELS.update({k: f"derived/smollm2-135m-instruct-{'qwen3-' if k.startswith('qwen3') else ''}{t.lower()}.gguf"
+               for k, (_, t, _) in IQ4_SETS.items()})
+# and an IQ4_NL token embedding (tests/quantize_cases.py IQ4_EMBD: the F16 file as IQ4_NL, token_embd overridden)
+from quantize_cases import IQ4_EMBD  # noqa: E402
+
+IQ4_SETS["iq4_nl_embd"] = Q23_SETS["iq4_nl_embd"] = (IQ4_EMBD[0], IQ4_EMBD[1],
+                                                      tuple(tuple(t.split("=", 1)) for t in IQ4_EMBD[2]))
+MODELS["iq4_nl_embd"] = "derived/smollm2-135m-instruct-f16-iq4_nl-embd.gguf"
 
 
 def derived(key: str) -> Path:
@@ -441,7 +459,7 @@ def main(argv: list[str]) -> None:
             rec = record_set(name, "f32", 40, pick=F32_PICK)
         elif name == "q4_0":  # every prompt (to 1,500 tokens) with the qwen3 set's steps
             rec = record_set(name, name, 24, steps_of=QWEN3_STEPS)
-        elif name in ("qwen3_q4_0", "q3_k_s", "q3_k_l", "qwen3_q3_k_m"):  # SHAPE_PICK's 13 prompts x (1 + 8)
+        elif name in ("qwen3_q4_0", "q3_k_s", "q3_k_l", "qwen3_q3_k_m") + tuple(IQ4_SETS):  # 13 prompts x (1 + 8)
             rec = record_set(name, name, 8, pick=SHAPE_PICK)
         elif name in ("qwen3", "qwen3_q2_0", "qwen3_q1_0") + tuple(QUANTIZED) + tuple(Q23_SETS):
             rec = record_set(name, name, 24, pick=QWEN3_PICK, steps_of=QWEN3_STEPS)

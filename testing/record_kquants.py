@@ -1,7 +1,7 @@
 """Record what llama.cpp b11192 computes with Gemma 3's weight types, into tests/oracle/kquants/ (hashes, small JSON).
 
     PYTHONPATH=. python testing/record_kquants.py              # everything
-    PYTHONPATH=. python testing/record_kquants.py mul_mat gelu # some parts: mul_mat quant gelu real bonsai
+    PYTHONPATH=. python testing/record_kquants.py mul_mat gelu # some parts: mul_mat quant gelu real bonsai iq4
 
 - mul_mat.json: one MUL_MAT node computed by the oracle's CPU backend (testing/ggml_kquant_ops.py) with the weight
   in the buffer llama-server's loader gives it: CPU_REPACK for Q4_K matrices of a multiple of 8 rows (repacked
@@ -19,6 +19,10 @@
   one vec_dot per output): seeded random blocks in small and odd shapes, and SmolLM2's matrices encoded as Q2_0
   (all of them) and Q1_0 (ffn_down, the only rows a multiple of 128) by bankml's converter, as in the files
   `bankml quantize` writes; n = 1..512; oracle thread counts 1-4, a subset at all four.
+- iq4.json: MUL_MAT nodes of IQ4_NL weights (CPU_REPACK, repacked iq4_nl_8x8, when the rows are a multiple of 8,
+  as llama-server's loader puts them; also some in the CPU buffer: vec_dot / tinyBLAS_Q0_AVX) and IQ4_XS weights
+  (CPU buffer: one vec_dot per output, or ggml-cpu's IQ panel gemm from 8 columns on 8k rows): SmolLM2's matrices encoded by bankml's converter and seeded random blocks in
+  small and odd shapes; n = 1..512; oracle thread counts 1-4.
 - real_model.json: libllama decoding Gemma 3 (testing/kquant_trace.py), every MUL_MAT and GEGLU node of the
   traced layers and the output head recomputed by bankml with 1 and 2 threads: counts. Not replayed in CI.
 """
@@ -35,8 +39,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kquant_inputs import (Q1_0, Q2_0, Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, TYPE_NAMES, activations, all_halves, glu_inputs,  # noqa: E402
-                           make_inputs, sha256)
+from kquant_inputs import (IQ4_NL, IQ4_XS, Q1_0, Q2_0, Q4_0, Q4_K, Q5_0, Q6_K, Q8_0, TYPE_NAMES, activations,  # noqa: E402
+                           all_halves, glu_inputs, make_inputs, sha256)
 
 from bankml.models import gguf  # noqa: E402
 from bankml.models.verify import sha256_file  # noqa: E402
@@ -161,6 +165,60 @@ def bonsai_cases():
                 add(wt, k, m, n, dict(seed=wseed), KINDS[seed % len(KINDS)], float(rng.choice([1e-3, 1.0, 30.0])))
             wseed += 1
     return cases
+
+
+def iq4_cases():
+    """IQ4_NL (in CPU_REPACK as iq4_nl_8x8 when the rows are a multiple of 8, as llama-server's loader puts it; and
+    in the CPU buffer) and IQ4_XS (CPU buffer) MUL_MAT nodes: SmolLM2's matrices encoded
+    by bankml's converter, and seeded random blocks in small and odd shapes."""
+    cases = []
+    seed = 60000
+    rng = np.random.default_rng(20261207)
+
+    def add(wtype, k, m, n, weights, repack, kind, scale):
+        nonlocal seed
+        cases.append(dict(wtype=wtype, type=TYPE_NAMES[wtype], k=k, m=m, n=n, weights=weights, repack=repack,
+                          nth=int(rng.integers(1, 5)), act=dict(seed=seed, kind=kind, scale=scale)))
+        seed += 1
+
+    ns = (1, 2, 3, 4, 5, 8, 9, 16, 65)
+    for wt, name, k, m, repack in ((IQ4_NL, "blk.0.attn_q.weight", 576, 576, True),
+                                   (IQ4_NL, "blk.0.attn_k.weight", 576, 192, True),
+                                   (IQ4_NL, "blk.0.ffn_gate.weight", 576, 1536, True),
+                                   (IQ4_NL, "blk.29.attn_output.weight", 576, 576, True),
+                                   (IQ4_NL, "blk.0.attn_k.weight", 576, 192, False),
+                                   (IQ4_XS, "blk.3.ffn_down.weight", 1536, 576, False),
+                                   (IQ4_XS, "blk.29.ffn_down.weight", 1536, 576, False)):
+        for i, n in enumerate(ns + ((512,) if name == "blk.0.ffn_gate.weight" else ())):
+            add(wt, k, m, n, dict(smollm2=name, rows=[0, m], **{"as": TYPE_NAMES[wt]}), repack,
+                KINDS[(i + seed) % len(KINDS)], float(rng.choice([0.5, 1.0, 4.0])))
+    wseed = 9500
+    for wt, shp in ((IQ4_NL, [(32, 8), (96, 13), (576, 40), (1536, 24), (64, 20), (32, 3)]),
+                    (IQ4_XS, [(256, 8), (512, 13), (1536, 24), (2048, 3)])):
+        for k, m in shp:
+            for n in (1, 2, 3, 5, 9, 16, 65):
+                add(wt, k, m, n, dict(seed=wseed), wt == IQ4_NL and m % 8 == 0, KINDS[seed % len(KINDS)],
+                    float(rng.choice([1e-3, 1.0, 30.0])))
+            wseed += 1
+    return cases
+
+
+def record_iq4():
+    fs = gguf.GGUFFile(model_path("smollm2"))
+    cases = iq4_cases()
+    for c in cases:
+        w, x = make_inputs(c, fs)
+        c["input_sha256"] = sha256(w, x)
+        mm = G.MulMat(c["wtype"], w, c["k"], c["n"], nth=c["nth"], repack=c["repack"])
+        try:
+            # the repack cases' weight really is regrouped (iq4_nl_8x8), the others' read as the file holds it
+            assert (mm.buffer == "CPU_REPACK") == c["repack"] == (mm.weight_bytes().tobytes() != w.tobytes())
+            c["sha256"] = sha256(mm.run(x))
+        finally:
+            mm.close()
+    print(f"iq4: {len(cases)} cases")
+    return dict(oracle=ORACLE, op="ggml_mul_mat of IQ4_NL / IQ4_XS weights (IQ4_NL in CPU_REPACK where repack is "
+                                  "set), F32 activations", cases=cases)
 
 
 def record_bonsai():
@@ -371,7 +429,9 @@ def main(parts):
         _dump(OUT / "real_model.json", record_real())
     if "bonsai" in parts:
         _dump(OUT / "bonsai.json", record_bonsai())
+    if "iq4" in parts:
+        _dump(OUT / "iq4.json", record_iq4())
 
 
 if __name__ == "__main__":
-    main(set(sys.argv[1:]) or {"mul_mat", "quant", "gelu", "real", "bonsai"})
+    main(set(sys.argv[1:]) or {"mul_mat", "quant", "gelu", "real", "bonsai", "iq4"})

@@ -14,6 +14,7 @@ status and error line).
     python testing/record_quantize.py KEY ...              # only these llama-quantize cases (e.g. f16-q2_k-overrides),
                                                            # re-run into the existing record
     python testing/record_quantize.py encode               # only the encoders, re-run into the existing record
+    python testing/record_quantize.py decode               # only the decoders, re-run into the existing record
 """
 
 from __future__ import annotations
@@ -145,12 +146,20 @@ def record_encode(g: Ggml) -> dict:
     return out
 
 
+def record_decode(g: Ggml) -> dict:
+    """to_float of every decode case."""
+    out = {}
+    for name, (tname, raw, rows) in cases.decode_cases().items():
+        out[name] = {"type": tname, "sha256": sha(g.decode(tname, raw, rows * cases.N_PER_ROW).tobytes())}
+    return out
+
+
 def main(argv: list[str]) -> None:
-    if argv == ["encode"]:  # only the encoders, re-run into the existing record
+    if argv in (["encode"], ["decode"]):  # only the encoders / decoders, re-run into the existing record
         rec = json.loads(OUT.read_text())
-        rec["encode"] = record_encode(Ggml())
+        rec[argv[0]] = (record_encode if argv == ["encode"] else record_decode)(Ggml())
         OUT.write_text(json.dumps(rec, indent=1) + "\n")
-        print(f"updated {OUT}: encode")
+        print(f"updated {OUT}: {argv[0]}")
         return
     if argv:  # only these llama-quantize cases, re-run into the existing record
         rec = json.loads(OUT.read_text())
@@ -167,9 +176,7 @@ def main(argv: list[str]) -> None:
     rec = {"oracle": "ggml-base b11192 (libggml-base.so of the oracle build)", "encode": {}, "decode": {},
            "files": {}}
     rec["encode"] = record_encode(g)
-    for name, (tname, raw, rows) in cases.decode_cases().items():
-        y = g.decode(tname, raw, rows * cases.N_PER_ROW)
-        rec["decode"][name] = {"type": tname, "sha256": sha(y.tobytes())}
+    rec["decode"] = record_decode(g)
     src = model_path("smollm2")
     for t in ("F16", "Q8_0"):
         rec["files"][f"smollm2-135m-instruct-{t.lower()}"] = derived_file(g, src, t)

@@ -17,9 +17,11 @@ import hashlib
 import numpy as np
 
 Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q1_0, Q2_0 = 2, 6, 8, 12, 14, 41, 42
-TYPE_NAMES = {Q4_0: "Q4_0", Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K", Q1_0: "Q1_0", Q2_0: "Q2_0"}
+IQ4_NL, IQ4_XS = 20, 23
+TYPE_NAMES = {Q4_0: "Q4_0", Q5_0: "Q5_0", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K", Q1_0: "Q1_0", Q2_0: "Q2_0",
+              IQ4_NL: "IQ4_NL", IQ4_XS: "IQ4_XS"}
 BLOCK = {Q4_0: (32, 18), Q5_0: (32, 22), Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210),
-         Q1_0: (128, 18), Q2_0: (64, 18)}  # (values, bytes)
+         Q1_0: (128, 18), Q2_0: (64, 18), IQ4_NL: (32, 18), IQ4_XS: (256, 136)}  # (values, bytes)
 
 ACT_KINDS = ("normal", "outliers", "zero_blocks", "ties", "tiny", "mixed")
 
@@ -61,6 +63,8 @@ def random_weights(wtype: int, m: int, k: int, seed: int) -> np.ndarray:
     elif wtype == Q4_K:  # half d; half dmin; scales[12]; qs[128]
         raw[:, 0:2] = _halves(rng, nb, 1e-4, 2e-3).view(np.uint8).reshape(nb, 2)
         raw[:, 2:4] = _halves(rng, nb, 1e-4, 2e-3).view(np.uint8).reshape(nb, 2)
+    elif wtype in (IQ4_NL, IQ4_XS):  # half d; then qs[16] (IQ4_NL) or scales_h, scales_l[4], qs[128] (IQ4_XS)
+        raw[:, 0:2] = _halves(rng, nb, 1e-5, 2e-3, signed=True).view(np.uint8).reshape(nb, 2)
     elif wtype == Q6_K:  # ql[128]; qh[64]; int8 scales[16]; half d
         raw[:, 208:210] = _halves(rng, nb, 1e-5, 2e-3, signed=True).view(np.uint8).reshape(nb, 2)
     return raw.reshape(m, -1)

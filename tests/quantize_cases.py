@@ -8,9 +8,9 @@ import numpy as np
 
 N_PER_ROW = 256
 ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
-                "BF16")
+                "BF16", "IQ4_NL", "IQ4_XS")
 DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20),
-                "Q1_0": (128, 18), "Q2_0": (64, 18)}
+                "Q1_0": (128, 18), "Q2_0": (64, 18), "IQ4_NL": (32, 18), "IQ4_XS": (256, 136)}
 
 # llama-quantize runs (testing/record_quantize.py): (source, type, --tensor-type overrides). SmolLM2's rows of 576
 # are not a multiple of Q1_0's block of 128, so a plain Q1_0 run stops; the overrides keep those matrices in
@@ -29,11 +29,15 @@ K_OVERRIDES = ("blk\\.[0-4]\\.ffn_down=q2_k", "blk\\.[5-9]\\.ffn_down=q3_k", "bl
 Q23_OVERRIDES = {"q2_k_overrides": ("f16", "Q2_K", Q1_0_OVERRIDES + ("ffn_down=q2_k",)),
                  "q3_k_s_overrides": ("f16", "Q3_K_S", Q1_0_OVERRIDES),
                  "qwen3_q2_k_overrides": ("qwen3", "Q2_K", Q1_0_OVERRIDES + ("blk\\.[0-9]\\.ffn_down=q2_k",))}
+# An IQ4_NL token embedding (no mix writes one): SmolLM2's F16 file as IQ4_NL with token_embd overridden to IQ4_NL
+# (tied: the output head's MUL_MAT reads the same rows, repacked iq4_nl_8x8)
+IQ4_EMBD = ("f16", "IQ4_NL", ("token_embd=iq4_nl",))
 LLAMA_QUANTIZE_CASES = ([(src, t, tts) for src in ("smollm2", "qwen3")
                          for t, tts in (("Q2_0", ()), ("Q1_0", ()), ("Q1_0", Q1_0_OVERRIDES))]
                         + [("smollm2", t, ()) for t in MIXES] + [("qwen3", t, ()) for t in ("Q4_K_M", "Q6_K", "Q3_K_M")]
                         + [("smollm2", "Q4_K_M", K_OVERRIDES)] + list(Q23_OVERRIDES.values())
-                        + [(src, "BF16", ()) for src in ("smollm2", "f16", "qwen3")])
+                        + [(src, "BF16", ()) for src in ("smollm2", "f16", "qwen3")]
+                        + [(src, t, ()) for t in ("IQ4_NL", "IQ4_XS") for src in ("f16", "qwen3")] + [IQ4_EMBD])
 
 
 def llama_quantize_key(src: str, tname: str, tensor_types) -> str:

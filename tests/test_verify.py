@@ -60,6 +60,15 @@ def test_llama_takes_only_the_recorded_k_quants():
         assert {"Q4_0", "Q4_K", "Q5_K", "Q6_K"} <= caps.weight_types(a, "embedding")
     assert not {"Q4_0", "Q5_1", "Q5_K", "Q2_K", "Q3_K"} & caps.weight_types("gemma3", "matrix")
     assert not {"Q4_0", "Q4_K"} & caps.weight_types("gemma3", "embedding")
+    # IQ4_NL / IQ4_XS matrices: recorded on llama and qwen3 (tests/test_forward_iq4.py); an IQ4_NL embedding on
+    # llama only (record iq4_nl_embd), no IQ4_XS embedding anywhere
+    for a in ("llama", "qwen3"):
+        assert {"IQ4_NL", "IQ4_XS"} <= caps.weight_types(a, "matrix")
+    assert "IQ4_NL" in caps.weight_types("llama", "embedding")
+    assert not {"IQ4_NL"} & (caps.weight_types("qwen3", "embedding") | caps.weight_types("gemma3", "embedding"))
+    for a in ("gemma3", "llama", "qwen3"):
+        assert "IQ4_XS" not in caps.weight_types(a, "embedding")
+    assert not {"IQ4_NL", "IQ4_XS"} & caps.weight_types("gemma3", "matrix")
 
 
 def test_only_qwen3_takes_the_bonsai_types():
@@ -201,12 +210,12 @@ def test_refusal_reasons(write, kwargs, match):
 
 def test_weight_types_grouped_per_role(write):
     n = 256  # Q4_K rows need multiples of 256
-    types = {f"blk.{i}.{w}.weight": GGMLType.IQ4_XS for i in range(2) for w in ("attn_q", "ffn_up")}
-    types["blk.0.attn_k.weight"] = GGMLType.IQ4_NL
+    types = {f"blk.{i}.{w}.weight": GGMLType.IQ3_S for i in range(2) for w in ("attn_q", "ffn_up")}
+    types["blk.0.attn_k.weight"] = GGMLType.IQ2_XS
     reasons = _refused(write, tiny_llama(n_embd=n, n_ff=n, types=types))
-    assert reasons == ["matrix weight types the engine cannot run yet (it runs BF16, F16, F32, Q2_K, Q3_K, Q4_0, Q4_1, "
-                       "Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0): 4 tensors of type IQ4_XS (e.g. 'blk.0.attn_q.weight'), "
-                       "1 tensor of type IQ4_NL (e.g. 'blk.0.attn_k.weight')"]
+    assert reasons == ["matrix weight types the engine cannot run yet (it runs BF16, F16, F32, IQ4_NL, IQ4_XS, Q2_K, "
+                       "Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0): 4 tensors of type IQ3_S (e.g. "
+                       "'blk.0.attn_q.weight'), 1 tensor of type IQ2_XS (e.g. 'blk.0.attn_k.weight')"]
 
 
 def test_supported_weight_types_play(write):

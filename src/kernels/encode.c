@@ -7,6 +7,7 @@
  * are rounded to nearest even as ggml-base's software conversion does (NaN -> 0x7e00).
  */
 #include "encode.h"
+#include "quants_iq4.h"
 
 #include <float.h>
 #include <math.h>
@@ -497,9 +498,13 @@ static int layout(int type, int64_t *elems, int64_t *bytes, enc_fn *fn) {
     case BK_ENC_Q4_K: *elems = 256; *bytes = 144; *fn = enc_q4_k; return 0;
     case BK_ENC_Q5_K: *elems = 256; *bytes = 176; *fn = enc_q5_k; return 0;
     case BK_ENC_Q6_K: *elems = 256; *bytes = 210; *fn = enc_q6_k; return 0;
+    case BK_ENC_IQ4_NL: *elems = 32; *bytes = 18; *fn = bk_iq4_encode_nl; return 0;
+    case BK_ENC_IQ4_XS: *elems = 256; *bytes = 136; *fn = bk_iq4_encode_xs; return 0;
     default: return -1;
     }
 }
+
+uint16_t bk_encode_to_half(float f) { return to_half(f); }
 
 int64_t bk_encode_block_bytes(int type) {
     int64_t e, b; enc_fn f;

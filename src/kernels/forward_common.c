@@ -9,6 +9,7 @@
 #include "kquants.h"
 #include "kquants_q5k.h"
 #include "quants.h"
+#include "quants_iq4.h"
 #include "repack.h"
 #include "rope.h"
 #include "rows8.h"
@@ -241,16 +242,18 @@ void bk_fwd_state_free(bk_fwd_state *st) {
 /* ---------------------------------------------------------------- regrouped weights */
 
 static int pack_one(bk_matrix *m, int nth) {
-    if (m->type == BK_TYPE_Q4_K || m->type == BK_TYPE_Q4_0) {
+    if (m->type == BK_TYPE_Q4_K || m->type == BK_TYPE_Q4_0 || m->type == BK_TYPE_IQ4_NL) {
         /* llama-server's CPU_REPACK buffer (docs/kquants.md): q4_K_8x8 / q4_0_8x8 when the rows are a multiple
          * of 8 (a tied Q4_0 head's MUL_MAT copy too: the output matrix, not the embedding) */
-        const int q40 = m->type == BK_TYPE_Q4_0;
-        if (m->x8 || !(q40 ? bk_repack_q4_0_takes(m->m, m->k) : bk_repack_q4_K_takes(m->m, m->k))) return BK_FWD_OK;
+        const int q40 = m->type == BK_TYPE_Q4_0, nl = m->type == BK_TYPE_IQ4_NL;  /* iq4_nl_8x8: Q4_0's shapes */
+        if (m->x8 || !(q40 || nl ? bk_repack_q4_0_takes(m->m, m->k) : bk_repack_q4_K_takes(m->m, m->k)))
+            return BK_FWD_OK;
         void *p = NULL;
         if (posix_memalign(&p, ALIGN, (size_t)m->m * m->row_bytes)) return BK_FWD_NO_MEMORY;
 #pragma omp parallel num_threads(nth)
         {
             if (q40) bk_repack_q4_0_8x8(m->data, p, m->m, m->k, omp_get_thread_num(), omp_get_num_threads());
+            else if (nl) bk_repack_iq4_nl_8x8(m->data, p, m->m, m->k, omp_get_thread_num(), omp_get_num_threads());
             else bk_repack_q4_K_8x8(m->data, p, m->m, m->k, omp_get_thread_num(), omp_get_num_threads());
         }
         m->x8 = p;
@@ -309,6 +312,8 @@ static void get_row(const bk_matrix *E, int32_t token, float *y) {
     case BK_TYPE_BF16: bk_bf16_to_fp32_row((const uint16_t *)row, y, E->k); break;
     case BK_TYPE_Q8_0: bk_dequant_row_q8_0(row, y, E->k); break;
     case BK_TYPE_Q4_0: bk_dequant_row_q4_0(row, y, E->k); break;
+    case BK_TYPE_IQ4_NL: bk_dequant_row_iq4_nl(row, y, E->k); break;
+    case BK_TYPE_IQ4_XS: bk_dequant_row_iq4_xs(row, y, E->k); break;
     case BK_TYPE_Q4_1: bk_dequant_row_q4_1(row, y, E->k); break;
     case BK_TYPE_Q4_K: bk_dequant_row_q4_K(row, y, E->k); break;
     case BK_TYPE_Q5_K: bk_dequant_row_q5_K(row, y, E->k); break;

@@ -8,6 +8,7 @@
 #include "quants.h"
 #include "quants_q5.h"
 #include "quants_bonsai.h"
+#include "quants_iq4.h"
 #include "repack.h"
 #include "rows8.h"
 
@@ -17,7 +18,9 @@ int bk_matmul_supported(int32_t wtype, int32_t k) {
     switch (wtype) {
     case BK_TYPE_F32: case BK_TYPE_F16: case BK_TYPE_BF16: return k > 0;
     case BK_TYPE_Q4_1: case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q5_1: case BK_TYPE_Q4_0:
+    case BK_TYPE_IQ4_NL:
         return k > 0 && k % BK_QK == 0;
+    case BK_TYPE_IQ4_XS: return k > 0 && k % BK_QK_K == 0;
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
         return k > 0 && k % BK_QK_K == 0;
     case BK_TYPE_Q1_0: return k > 0 && k % BK_QK1_0 == 0;
@@ -30,7 +33,9 @@ int32_t bk_act_type(int32_t wtype) {
     switch (wtype) {
     case BK_TYPE_Q4_1: case BK_TYPE_Q5_1: return BK_TYPE_Q8_1;
     case BK_TYPE_Q8_0: case BK_TYPE_Q5_0: case BK_TYPE_Q1_0: case BK_TYPE_Q2_0: case BK_TYPE_Q4_0:
+    case BK_TYPE_IQ4_NL:
         return BK_TYPE_Q8_0;
+    case BK_TYPE_IQ4_XS: return BK_TYPE_Q8_K;
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
         return BK_TYPE_Q8_K;
     case BK_TYPE_F16: return BK_TYPE_F16;
@@ -98,15 +103,22 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
         for (int c = 0; c < n; c++)
             bk_dot_q4_K_q8_K_rows(k, out + c * out_col + r0, (int)(r1 - r0), w + r0 * rb, rb, a + c * act_col);
         return;
-    case BK_TYPE_Q4_0:
-        if (W->x8) {  /* q4_0_8x8: per-column Q8_0 activations, no dependence on n (repack.h) */
-            bk_matmul_q4_0_8x8(W->x8, k, a, act_col, n, r0, r1, out, out_col);
+    case BK_TYPE_Q4_0: case BK_TYPE_IQ4_NL: case BK_TYPE_IQ4_XS: {
+        const int q40 = W->type == BK_TYPE_Q4_0;
+        if (W->x8) {  /* q4_0_8x8 / iq4_nl_8x8: per-column Q8_0 activations, no dependence on n (repack.h) */
+            (q40 ? bk_matmul_q4_0_8x8 : bk_matmul_iq4_nl_8x8)(W->x8, k, a, act_col, n, r0, r1, out, out_col);
             return;
         }
+        /* IQ4_NL: vec_dot for one column, sgemm for more; IQ4_XS: the IQ panel gemm from 8 columns on 8k rows */
+        float (*dot)(int, const void *, const void *) =
+            q40 ? bk_dot_q4_0_q8_0
+            : W->type == BK_TYPE_IQ4_XS ? (n_node >= 8 && W->m % 8 == 0 ? bk_dot_iq4_xs_q8_K_panel : bk_dot_iq4_xs_q8_K)
+            : n_node < 2 ? bk_dot_iq4_nl_q8_0 : bk_dot_iq4_nl_q8_0_tb;
         for (int c = 0; c < n; c++)
             for (int64_t r = r0; r < r1; r++)
-                out[c * out_col + r] = bk_dot_q4_0_q8_0(k, w + r * rb, a + c * act_col);
+                out[c * out_col + r] = dot(k, w + r * rb, a + c * act_col);
         return;
+    }
     }
     if (W->x8 && r0 % 8 == 0) {
         const int64_t m8 = W->m / 8 * 8, e = r1 < m8 ? r1 : m8;

@@ -26,6 +26,13 @@
  *                                           gemm (the same bits for any n, rows split by 8); else
  *                                           ggml_vec_dot_q4_0_q8_0 per output (tinyBLAS_Q0_AVX: the same bits)
  *
+ * The 4-bit non-linear types (quants_iq4.h):
+ *   IQ4_NL  Q8_0                            with x8 set (CPU_REPACK iq4_nl_8x8, m % 8 == 0): the repacked gemv /
+ *                                           gemm (the same bits for any n); else n = 1: ggml_vec_dot_iq4_nl_q8_0,
+ *                                           n >= 2: tinyBLAS_Q0_AVX per output (other bits)
+ *   IQ4_XS  Q8_K                            n >= 8 and m % 8 == 0: ggml-cpu's IQ panel gemm (iqp.cpp); else
+ *                                           ggml_vec_dot_iq4_xs_q8_K per output (no repack, no sgemm on x86)
+ *
  * The Bonsai types (quants_bonsai.h): neither sgemm nor repack takes them on x86, so any n:
  *   Q1_0    Q8_0                            ggml_vec_dot_q1_0_q8_0 (AVX2) per output
  *   Q2_0    Q8_0                            ggml_vec_dot_q2_0_q8_0 (the generic C, fma-contracted) per output
@@ -53,6 +60,8 @@ enum bk_type {
     BK_TYPE_Q5_K = 13,
     BK_TYPE_Q6_K = 14,
     BK_TYPE_Q8_K = 15,
+    BK_TYPE_IQ4_NL = 20,
+    BK_TYPE_IQ4_XS = 23,
     BK_TYPE_BF16 = 30,
     BK_TYPE_Q1_0 = 41,
     BK_TYPE_Q2_0 = 42,
@@ -66,7 +75,8 @@ typedef struct bk_matrix {
     size_t row_bytes;
     const void *x8;    /* NULL, or Q4_1 / Q8_0 rows 0 .. m/8*8-1 regrouped by 8 (rows8.h): same bits, faster;
                         * Q4_K: the whole matrix repacked as q4_K_8x8 (repack.h): llama-server's bits;
-                        * Q4_0: the whole matrix repacked as q4_0_8x8 (repack.h), likewise */
+                        * Q4_0: the whole matrix repacked as q4_0_8x8 (repack.h), likewise;
+                        * IQ4_NL: the whole matrix repacked as iq4_nl_8x8 (quants_iq4.h), likewise */
 } bk_matrix;
 
 /* 1 when the weight type is one of those above with k a multiple of its block size. */

@@ -285,6 +285,10 @@ void bk_matmul_q4_K_8x8(const void *w, int32_t k, const void *act, int n, int64_
 int bk_repack_q4_0_takes(int64_t m, int32_t k) { return m > 0 && m % 8 == 0 && k > 0 && k % 32 == 0; }
 
 int bk_repack_q4_0_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth) {
+    return bk_repack_b32_8x8(src, dst, m, k, 0x88, ith, nth);
+}
+
+int bk_repack_b32_8x8(const void *src, void *dst, int64_t m, int32_t k, uint8_t flip, int ith, int nth) {
     if (!bk_repack_q4_0_takes(m, k)) return -1;
     const int64_t nb = k / 32, ngroups = m / 8;
     const bk_block_q4_0 *s = (const bk_block_q4_0 *)src;
@@ -297,7 +301,7 @@ int bk_repack_q4_0_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith
                 const bk_block_q4_0 *in = s + (8 * g + j) * nb + b;
                 o->d[j] = in->d;
                 for (int h = 0; h < 2; h++)
-                    for (int e = 0; e < 8; e++) o->qs[64 * h + 8 * j + e] = in->qs[8 * h + e] ^ 0x88;
+                    for (int e = 0; e < 8; e++) o->qs[64 * h + 8 * j + e] = in->qs[8 * h + e] ^ flip;
             }
         }
     return 0;

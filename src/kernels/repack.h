@@ -97,6 +97,10 @@ int bk_repack_q4_0_takes(int64_t m, int32_t k);
  * share of the 8-row groups. Returns 0, or -1 for a shape that is not repacked. */
 int bk_repack_q4_0_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth);
 
+/* The same interleave for any 18-byte block of a half d and 16 nibble bytes (Q4_0, IQ4_NL: repack.cpp's
+ * make_block_q4_0x8 / make_block_iq4_nlx8), each qs byte xor `flip` (0x88 for Q4_0, 0 for IQ4_NL). */
+int bk_repack_b32_8x8(const void *src, void *dst, int64_t m, int32_t k, uint8_t flip, int ith, int nth);
+
 /* Weight rows r0 <= c < r1 (multiples of 8) of a repacked Q4_0 matrix against n Q8_0 activation columns
  * (column t at act + t*act_col bytes): out[t*out_col + c]. */
 void bk_matmul_q4_0_8x8(const void *w, int32_t k, const void *act, size_t act_col, int n, int64_t r0, int64_t r1,

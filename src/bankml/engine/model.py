@@ -436,9 +436,9 @@ class Model:
         config = _config(hp)
         if desc.swa != "none":  # sliding-window layers: their type (the window is the field n_swa)
             config["swa_type"] = desc.swa_type
-        # llama-server repacks Q4_K and Q4_0 matrices (CPU_REPACK, q4_K_8x8 / q4_0_8x8): their bits need the
-        # repacked kernels, so such a model is always regrouped (docs/kquants.md)
-        regroup = regroup or bool({"Q4_K", "Q4_0"} & self.weight_types)
+        # llama-server repacks Q4_K, Q4_0 and IQ4_NL matrices (CPU_REPACK, q4_K_8x8 / q4_0_8x8 / iq4_nl_8x8):
+        # their bits need the repacked kernels, so such a model is always regrouped (docs/kquants.md)
+        regroup = regroup or bool({"Q4_K", "Q4_0", "IQ4_NL"} & self.weight_types)
         self._fwd = _forward._Forward(hp.arch, config, weights, n_ubatch, n_ctx, n_threads, oracle_threads,
                                       regroup)
         if regroup:

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """float32 rows -> the block formats llama-quantize writes without an importance matrix (src/kernels/encode.c):
-Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, by ggml_type number. Used by bankml.models.quantize.
+Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (and IQ4_NL, IQ4_XS: quants_iq4.c), by ggml_type number. Used by bankml.models.quantize.
 
     encode(ggml_type, x)   # x: C-contiguous float32[n_rows, n_per_row] -> uint8[n_rows, row_bytes]
     block_layout(ggml_type) -> (elements, bytes) per block, or None when this module does not encode the type

@@ -53,17 +53,26 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # SmolLM2's plain Q2_K / Q3_K_S / Q3_K_M / Q3_K_L mixes and the qwen3 Q3_K_M (Q4_0 on the rows of 576):
 # tests/test_forward_q4_0.py, records q4_0.json (1,142 rows), q2_k.json and q3_k_m.json (1,092 rows each),
 # qwen3_q4_0, q3_k_s, q3_k_l, qwen3_q3_k_m (117 rows each); mul_mat.json's 124 Q4_0 nodes through bk_matmul.
+# The llama and qwen3 graphs' matrices also in IQ4_NL and IQ4_XS (issue 14), as llama-server's haswell build runs
+# them: IQ4_NL repacked iq4_nl_8x8 where the rows are a multiple of 8 (else vec_dot for one column, tinyBLAS_Q0_AVX
+# for more), Q8_0 activations; IQ4_XS against Q8_K activations by vec_dot, or by ggml-cpu's IQ panel gemm from 8
+# columns on a multiple of 8 rows. Op records tests/oracle/kquants/iq4.json (134 MUL_MAT nodes, n = 1 .. 512: 134 of
+# 134 identical) and graph records iq4_nl, qwen3_iq4_nl, iq4_xs, qwen3_iq4_xs (SmolLM2's F16 file and the qwen3
+# re-description in llama-quantize's IQ4_NL / IQ4_XS mixes, written by `bankml quantize`: 117 of 117 rows each),
+# replayed by tests/test_forward_iq4.py. llama also takes an IQ4_NL token embedding (GET_ROWS by to_float; the tied
+# head repacked iq4_nl_8x8): record iq4_nl_embd (the F16 file as IQ4_NL with --tensor-type token_embd=iq4_nl,
+# llama-quantize's bytes: 117 of 117 rows). qwen3 IQ4_NL and any IQ4_XS embeddings stay refused (not recorded).
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
 ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
     "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
     "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
-                                                   "Q5_K", "Q6_K", "BF16"},
+                                                   "Q5_K", "Q6_K", "BF16", "IQ4_NL", "IQ4_XS"},
               "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "BF16"}},
     "llama": {"matrix": WEIGHT_TYPES["matrix"] | {"Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
-                                                   "BF16"},
-              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "BF16"}},
+                                                   "BF16", "IQ4_NL", "IQ4_XS"},
+              "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "BF16", "IQ4_NL"}},
 }
 
 

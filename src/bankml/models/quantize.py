@@ -23,10 +23,12 @@ Decoding and encoding follow ggml-base b11192 (ggml/src/ggml-quants.c), which is
   bit j = (x_j >= 0), eight elements a byte, element 0 in the lowest bit. Q2_0 per block of 64: d = max |x|
   (NaN ignored), id = d > 0 ? fl(1 / d) : 0, q = clamp(roundf(fl(x * id)) + 1, 0, 3) (an integer conversion of
   inf or NaN gives INT_MIN on x86, so 0), stored f16(d), four elements a byte, element 0 in the lowest two bits.
-- decoding Q1_0: bit ? h(d) : -h(d); Q2_0: fl((q - 1) * h(d)).
+- decoding Q1_0: bit ? h(d) : -h(d); Q2_0: fl((q - 1) * h(d)); IQ4_NL: fl(h(d) * K[q]) with K the sixteen
+  non-linear levels (IQ4_LEVELS); IQ4_XS: fl(fl(h(d) * (ls - 32)) * K[q]) with each block of 32's 6-bit scale ls.
 Every step is float32 arithmetic in numpy, which rounds as C does (no contraction, no fast-math).
 
-Q1_0 and Q2_0 (the Bonsai types), BF16 and the K mixes are written by llama-quantize's rule instead, so that the
+Q1_0 and Q2_0 (the Bonsai types), BF16, the K mixes and IQ4_NL / IQ4_XS are written by llama-quantize's rule
+instead, so that the
 file is the one `llama-quantize --allow-requantize IN OUT TYPE` b11192 writes (src/llama-quant.cpp):
 - the tensors in the loader's order: those outside a layer first, then layer by layer (the number after `blk.`),
   by name (bytes) within each group; every tensor's data padded to 32 bytes;
@@ -39,8 +41,8 @@ file is the one `llama-quantize --allow-requantize IN OUT TYPE` b11192 writes (s
   the name), else the output matrix (or the token embedding when the file has no `output.weight`, tied) is Q8_0
   when its row is not a multiple of TYPE's block and Q6_K otherwise; an untied token embedding is Q4_K for Q2_0
   and TYPE for Q1_0; every other matrix TYPE. Then the shape fallback: a row not a multiple of the block turns
-  Q2_0 into Q4_0, Q6_K into Q8_0, Q4_K into Q5_0, and a 32-block type whose row is not a multiple of 32 into F16;
-  Q1_0 (block 128) has no fallback and llama-quantize stops ("no tensor type fallback is defined for type
+  Q2_0 into Q4_0, Q6_K into Q8_0, Q4_K into Q5_0, IQ4_XS into IQ4_NL, and a 32-block type whose row is not a
+  multiple of 32 into F16; Q1_0 (block 128) has no fallback and llama-quantize stops ("no tensor type fallback is defined for type
   q1_0"), as this converter does;
 - a tensor whose chosen type is its own type is copied, bytes unchanged (no decode and re-encode);
 - the input is refused where llama-quantize would not write that file: an architecture other than llama and
@@ -69,14 +71,14 @@ from .verify import make_pin, pin_path_beside, sha256_file, write_pin
 OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
                                 "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15,
                                 "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "Q2_K_S": 21, "BF16": 32, "Q1_0": 40,
-                                "Q2_0": 41}
+                                "Q2_0": 41, "IQ4_NL": 25, "IQ4_XS": 30}
 #: the types written by llama-quantize's rule (tensor order, per-tensor type choice, metadata), not bankml's
 LLAMA_QUANTIZE_RULE = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S",
-                       "Q5_K_M", "Q6_K", "Q2_K_S", "Q1_0", "Q2_0", "BF16")
+                       "Q5_K_M", "Q6_K", "Q2_K_S", "Q1_0", "Q2_0", "BF16", "IQ4_NL", "IQ4_XS")
 #: the tensor types `quantize` encodes (the K types and Q4_1 / Q5_x in C: src/kernels/encode.c)
 ENCODABLE = ("F32", "F16", "BF16", "Q4_0", "Q8_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
-             "Q5_K", "Q6_K")
-_C_ENCODED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+             "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
+_C_ENCODED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
 
 F32, F16 = np.dtype("<f4"), np.dtype("<f2")
 
@@ -135,13 +137,31 @@ def _dequantize_blocks(gtype: GGMLType, raw: np.ndarray, n_rows: int, n_per_row:
         qs = b[:, 2:]
         q = np.stack([(qs >> s) & 3 for s in (0, 2, 4, 6)], axis=2).reshape(len(b), 64)
         x = (q.astype(np.float32) - np.float32(1)) * _scale(b)
+    elif gtype == GGMLType.IQ4_NL:
+        b = _blocks(raw, n_rows, n_per_row, 18)
+        x = _scale(b) * _iq4_levels(b[:, 2:])
+    elif gtype == GGMLType.IQ4_XS:
+        b = _blocks(raw, n_rows, n_per_row, 136, 256)
+        sh = b[:, 2:4].copy().view("<u2").astype(np.int32)                        # (n_blocks, 1)
+        sl = np.stack([b[:, 4:8] & 15, b[:, 4:8] >> 4], axis=2).reshape(len(b), 8).astype(np.int32)
+        ls = sl | (((sh >> (2 * np.arange(8))) & 3) << 4)                          # (n_blocks, 8)
+        dl = (_scale(b) * (ls - 32).astype(np.float32)).astype(np.float32)
+        lv = _iq4_levels(b[:, 8:].reshape(len(b) * 8, 16)).reshape(len(b), 8, 32)
+        x = dl[:, :, None] * lv
     else:
         raise QuantizeError(f"tensors of type {type_name(gtype)} cannot be decoded by the converter yet "
                             f"(it reads {', '.join(DECODABLE)})")
     return x.reshape(n_rows, n_per_row)
 
 
-DECODABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q1_0", "Q2_0")
+DECODABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q1_0", "Q2_0", "IQ4_NL", "IQ4_XS")
+#: the sixteen IQ4_NL / IQ4_XS levels (ggml-common.h kvalues_iq4nl)
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
+
+
+def _iq4_levels(qs: np.ndarray) -> np.ndarray:
+    """The 32 levels of each row of 16 nibble bytes: low nibbles are elements 0..15, high ones 16..31."""
+    return IQ4_LEVELS[np.concatenate([qs & 0x0F, qs >> 4], axis=1)]
 
 
 # --- encoding ---------------------------------------------------------------------------------------------------
@@ -267,7 +287,7 @@ _NEVER = ("_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "alt
 _NEVER_EXACT = ("position_embd.weight", "token_types.weight")
 #: llama-quantize's fallback when a row is not a multiple of the chosen type's block (tensor_type_fallback)
 _FALLBACK = {"Q2_0": "Q4_0", "Q2_K": "Q4_0", "Q3_K": "Q4_0", "TQ1_0": "Q4_0", "TQ2_0": "Q4_0", "Q4_K": "Q5_0",
-             "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+             "Q5_K": "Q5_1", "Q6_K": "Q8_0", "IQ4_XS": "IQ4_NL"}
 _RULE_ARCHS = ("llama", "qwen3")
 
 
@@ -294,7 +314,8 @@ def _shape_fallback(name: str, n_per_row: int, t: str) -> str:
 #: llama-quantize's default tensor type of each file type it writes here (llama_ftype_get_default_type)
 _DEFAULT_TYPE = {"Q4_1": "Q4_1", "Q5_0": "Q5_0", "Q5_1": "Q5_1", "Q2_K": "Q2_K", "Q2_K_S": "Q2_K", "Q3_K_S": "Q3_K",
                  "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K",
-                 "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q1_0": "Q1_0", "Q2_0": "Q2_0", "BF16": "BF16"}
+                 "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q1_0": "Q1_0", "Q2_0": "Q2_0", "BF16": "BF16",
+                 "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS"}
 #: the file types whose tensors are not quantized (ggml_is_quantized false): no override, mix or fallback
 _PLAIN = ("BF16",)
 
@@ -361,6 +382,8 @@ class LlamaQuantizeRule:
                 return "Q6_K"
             if f == "Q4_K_S" and i < 4:
                 return "Q5_K"
+            if f in ("IQ4_NL", "IQ4_XS") and self.n_gqa >= 4:
+                return "Q5_K"
             return t
         if cat == "ffn_down":
             i, n = self.i_ffn_down, self.n_layer
@@ -375,7 +398,7 @@ class LlamaQuantizeRule:
                 return "Q5_K"
             if f in ("Q4_K_M", "Q5_K_M"):
                 return "Q6_K" if _more_bits(i, n) else t
-            if f == "Q4_K_S" and i < n // 8:
+            if f in ("Q4_K_S", "IQ4_NL", "IQ4_XS") and i < n // 8:  # the IQ4 rule: no importance matrix
                 return "Q5_K"
             return t
         if cat == "attn_output":

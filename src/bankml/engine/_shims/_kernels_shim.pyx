@@ -22,11 +22,15 @@ from bankml.kernels.fp16 cimport bk_bf16_to_fp32_row, bk_fp16_to_fp32_row
 
 cdef extern from "repack.h" nogil:
     int bk_repack_q4_0_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth)
+cdef extern from "quants_iq4.h" nogil:
+    int bk_repack_iq4_nl_8x8(const void *src, void *dst, int64_t m, int32_t k, int ith, int nth)
+    void bk_dequant_row_iq4_nl(const void *x, float *y, int64_t k)
+    void bk_dequant_row_iq4_xs(const void *x, float *y, int64_t k)
 
 cnp.import_array()
 
 TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q5_K": 13,
-         "BF16": 30}
+         "BF16": 30, "IQ4_NL": 20, "IQ4_XS": 23}
 
 
 def uses_vnni():
@@ -56,7 +60,8 @@ def matmul(str wtype, w, int k, x, int n_node=0, res=None, int r0=0, int r1=-1, 
     n_node: the node's column count (default n); res: float32 [n, m] added after the dot (the residual ADD);
     r0, r1: compute only those output rows (others stay 0); chunk > 0: rows in pieces of that size (as threads
     would split them); regroup: Q4_1 / Q8_0 rows regrouped by 8 first (rows8.h), as the engine runs them; Q4_0
-    rows (m % 8 == 0) repacked as q4_0_8x8 (repack.h), as the engine and llama-server run them."""
+    rows (m % 8 == 0) repacked as q4_0_8x8 (repack.h), IQ4_NL rows as iq4_nl_8x8 (quants_iq4.h), as the engine
+    and llama-server run them."""
     cdef int32_t t = TYPES[wtype]
     cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] wa = np.ascontiguousarray(w, dtype=np.uint8)
     cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] xa = np.ascontiguousarray(x, dtype=np.float32)
@@ -76,10 +81,11 @@ def matmul(str wtype, w, int k, x, int n_node=0, res=None, int r0=0, int r1=-1, 
         packed = np.zeros(bk_x8_bytes(t, m, k) + 64, dtype=np.uint8)
         bk_x8_pack(t, &wa[0, 0], wa.shape[1], k, 0, m // 8, &packed[0])
         W.x8 = &packed[0]
-    elif regroup and wtype == "Q4_0":
+    elif regroup and wtype in ("Q4_0", "IQ4_NL"):
         packed = np.zeros(wa.size + 64, dtype=np.uint8)
-        if bk_repack_q4_0_8x8(&wa[0, 0], &packed[0], m, k, 0, 1) != 0:
-            raise ValueError(f"a Q4_0 matrix of {m} rows is not repacked")
+        if (bk_repack_q4_0_8x8(&wa[0, 0], &packed[0], m, k, 0, 1) if wtype == "Q4_0" else
+                bk_repack_iq4_nl_8x8(&wa[0, 0], &packed[0], m, k, 0, 1)) != 0:
+            raise ValueError(f"a {wtype} matrix of {m} rows is not repacked")
         W.x8 = &packed[0]
     cdef cnp.ndarray[cnp.uint8_t, ndim=2, mode="c"] act = act_prepare(wtype, xa)
     cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((n, m), dtype=np.float32)
@@ -145,6 +151,10 @@ def get_row(str wtype, row, int k):
         bk_dequant_row_q5_K(&r[0], &out[0], k)
     elif wtype == "Q6_K":
         bk_dequant_row_q6_K(&r[0], &out[0], k)
+    elif wtype == "IQ4_NL":
+        bk_dequant_row_iq4_nl(&r[0], &out[0], k)
+    elif wtype == "IQ4_XS":
+        bk_dequant_row_iq4_xs(&r[0], &out[0], k)
     elif wtype == "F16":
         bk_fp16_to_fp32_row(<const uint16_t *>&r[0], &out[0], k)
     elif wtype == "BF16":
