@@ -9,6 +9,7 @@ import numpy as np
 N_PER_ROW = 256
 ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
                 "BF16")
+ENCODE_TYPES += ("TQ1_0", "TQ2_0")
 DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20),
                 "Q1_0": (128, 18), "Q2_0": (64, 18)}
 
@@ -34,6 +35,11 @@ LLAMA_QUANTIZE_CASES = ([(src, t, tts) for src in ("smollm2", "qwen3")
                         + [("smollm2", t, ()) for t in MIXES] + [("qwen3", t, ()) for t in ("Q4_K_M", "Q6_K", "Q3_K_M")]
                         + [("smollm2", "Q4_K_M", K_OVERRIDES)] + list(Q23_OVERRIDES.values())
                         + [(src, "BF16", ()) for src in ("smollm2", "f16", "qwen3")])
+# The ternary mixes (issue 14): SmolLM2's F16 file and the qwen3 re-description (rows of 576 fall back to Q4_0, the
+# tied embedding Q8_0, ffn_down ternary), and the untied head-128 synthetic shape from F16 (rows of 1024 and 2816:
+# every matrix ternary, token_embd Q4_K, output Q6_K): "synth" is bankml.models.synth's TQ_SHAPE file
+TQ_SYNTH = ("llama-h128-gqa4-untied", "F16")
+LLAMA_QUANTIZE_CASES += [(src, t, ()) for src in ("f16", "qwen3", "synth") for t in ("TQ2_0", "TQ1_0")]
 
 
 def llama_quantize_key(src: str, tname: str, tensor_types) -> str:

@@ -70,12 +70,15 @@ OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0"
                                 "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15,
                                 "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "Q2_K_S": 21, "BF16": 32, "Q1_0": 40,
                                 "Q2_0": 41}
+OUTPUT_TYPES.update({"TQ1_0": 36, "TQ2_0": 37})  # the ternary types (llama_ftype MOSTLY_TQ1_0 / TQ2_0)
 #: the types written by llama-quantize's rule (tensor order, per-tensor type choice, metadata), not bankml's
 LLAMA_QUANTIZE_RULE = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S",
                        "Q5_K_M", "Q6_K", "Q2_K_S", "Q1_0", "Q2_0", "BF16")
+LLAMA_QUANTIZE_RULE += ("TQ1_0", "TQ2_0")
 #: the tensor types `quantize` encodes (the K types and Q4_1 / Q5_x in C: src/kernels/encode.c)
 ENCODABLE = ("F32", "F16", "BF16", "Q4_0", "Q8_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
              "Q5_K", "Q6_K")
+ENCODABLE += ("TQ1_0", "TQ2_0")
 _C_ENCODED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
 F32, F16 = np.dtype("<f4"), np.dtype("<f2")
@@ -183,6 +186,10 @@ def quantize(type_name_: str, x: np.ndarray) -> np.ndarray:
     if type_name_ in _C_ENCODED:
         from . import _encode
         return _encode.encode(int(GGMLType[type_name_]), x)
+    if type_name_ in ("TQ1_0", "TQ2_0"):
+        with np.errstate(all="ignore"):
+            out = _quantize_tq(type_name_, x.reshape(-1, 256))
+        return out.reshape(n_rows, row_bytes(GGMLType[type_name_], n))
     if type_name_ in ("Q1_0", "Q2_0"):
         with np.errstate(all="ignore"):
             out = _quantize_q1_0(x.reshape(-1, 128)) if type_name_ == "Q1_0" else _quantize_q2_0(x.reshape(-1, 64))
@@ -226,6 +233,31 @@ def _quantize_q2_0(blk: np.ndarray) -> np.ndarray:
     q = np.clip(q + 1, 0, 3).astype(np.uint8).reshape(len(blk), 16, 4)
     qs = q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)
     return np.concatenate([_f16_bits(d).reshape(-1, 2), qs], axis=1)
+
+
+def _quantize_tq(type_name_: str, blk: np.ndarray) -> np.ndarray:
+    # quantize_row_tq1_0_ref / tq2_0_ref: d = max |x|, id = d ? fl(1 / d) : 0, trit = lroundf(fl(x * id)) + 1
+    d = np.abs(blk).max(axis=1)
+    inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = _round_half_away((blk * inv[:, None]).astype(np.float32))
+    t = np.where(np.isfinite(v), v + 1, 1).astype(np.int64)  # lroundf of inf / NaN: LONG_MIN, + 1 -> int 1
+    dh = _f16_bits(d.astype(np.float32)).reshape(-1, 2)
+    if type_name_ == "TQ2_0":
+        # byte 32h + m holds elements 128h + 32s + m (s = 0..3) in bits 2s, 2s + 1
+        q = (t & 3).reshape(len(blk), 2, 4, 32)
+        qs = (q[:, :, 0] | q[:, :, 1] << 2 | q[:, :, 2] << 4 | q[:, :, 3] << 6).reshape(len(blk), 64)
+        return np.concatenate([qs.astype(np.uint8), dh], axis=1)
+    # TQ1_0: five trits a byte in base 3, the first most significant, stored as ceil(v * 256 / 243); bytes 0..31
+    # take elements m + 32s, bytes 32..47 elements 160 + m + 16s, qh[j] elements 240 + j + 4s (and a 0 trit last)
+    def pack(g):  # g: int [blocks, digits, bytes] -> uint8 [blocks, bytes]
+        v = np.zeros((g.shape[0], g.shape[2]), np.int64)
+        for s in range(g.shape[1]):
+            v = (v * 3 + g[:, s]) & 0xFF
+        return ((v * 256 + 242) // 243).astype(np.uint8)
+    qs0 = pack(t[:, :160].reshape(-1, 5, 32))
+    qs1 = pack(t[:, 160:240].reshape(-1, 5, 16))
+    qh = pack(np.concatenate([t[:, 240:].reshape(-1, 4, 4), np.zeros((len(blk), 1, 4), np.int64)], axis=1))
+    return np.concatenate([qs0, qs1, qh, dh], axis=1)
 
 
 # --- files ------------------------------------------------------------------------------------------------------
@@ -295,6 +327,7 @@ def _shape_fallback(name: str, n_per_row: int, t: str) -> str:
 _DEFAULT_TYPE = {"Q4_1": "Q4_1", "Q5_0": "Q5_0", "Q5_1": "Q5_1", "Q2_K": "Q2_K", "Q2_K_S": "Q2_K", "Q3_K_S": "Q3_K",
                  "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K",
                  "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q1_0": "Q1_0", "Q2_0": "Q2_0", "BF16": "BF16"}
+_DEFAULT_TYPE.update({"TQ1_0": "TQ1_0", "TQ2_0": "TQ2_0"})
 #: the file types whose tensors are not quantized (ggml_is_quantized false): no override, mix or fallback
 _PLAIN = ("BF16",)
 
@@ -345,7 +378,7 @@ class LlamaQuantizeRule:
                 return "Q8_0"
             return t if t == "Q8_0" else "Q6_K"
         if cat == "token_embd":
-            return "Q4_K" if f == "Q2_0" else t
+            return "Q4_K" if f in ("Q2_0", "TQ1_0", "TQ2_0") else t
         if cat == "attn_v":
             i, n = self.i_attn_v, self.n_attn_v
             self.i_attn_v += 1
