@@ -27,6 +27,7 @@ cnp.import_array()
 
 TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q5_K": 13,
          "BF16": 30}
+TYPES.update({"TQ1_0": 34, "TQ2_0": 35})  # the ternary types (quants_tq.h)
 
 
 def uses_vnni():
