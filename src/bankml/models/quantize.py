@@ -23,23 +23,29 @@ Decoding and encoding follow ggml-base b11192 (ggml/src/ggml-quants.c), which is
   bit j = (x_j >= 0), eight elements a byte, element 0 in the lowest bit. Q2_0 per block of 64: d = max |x|
   (NaN ignored), id = d > 0 ? fl(1 / d) : 0, q = clamp(roundf(fl(x * id)) + 1, 0, 3) (an integer conversion of
   inf or NaN gives INT_MIN on x86, so 0), stored f16(d), four elements a byte, element 0 in the lowest two bits.
+  TQ1_0 / TQ2_0 per block of 256: d = max |x|, id = d ? fl(1 / d) : 0, trit = lroundf(fl(x * id)) + 1 (0, 1, 2;
+  inf or NaN: 1), stored f16(d) after the codes; TQ2_0 four 2-bit codes a byte (byte 32j + m: elements
+  128j + 32s + m in bits 2s), TQ1_0 five trits a byte in base 3, the first most significant, stored as
+  ceil(v * 256 / 243) (bytes 0..31: elements m + 32s; 32..47: 160 + m + 16s; four qh bytes: 240 + j + 4s, times 3).
 - decoding Q1_0: bit ? h(d) : -h(d); Q2_0: fl((q - 1) * h(d)).
 Every step is float32 arithmetic in numpy, which rounds as C does (no contraction, no fast-math).
 
-Q1_0 and Q2_0 (the Bonsai types), BF16 and the K mixes are written by llama-quantize's rule instead, so that the
-file is the one `llama-quantize --allow-requantize IN OUT TYPE` b11192 writes (src/llama-quant.cpp):
+Q1_0 and Q2_0 (the Bonsai types), TQ1_0 and TQ2_0 (the ternary types), BF16 and the K mixes are written by
+llama-quantize's rule instead, so that the file is the one `llama-quantize --allow-requantize IN OUT TYPE` b11192
+writes (src/llama-quant.cpp):
 - the tensors in the loader's order: those outside a layer first, then layer by layer (the number after `blk.`),
   by name (bytes) within each group; every tensor's data padded to 32 bytes;
 - the metadata copied in order, then `general.quantization_version` (u32 2) and `general.file_type` (u32 the
-  llama_ftype: Q1_0 40, Q2_0 41, BF16 32) removed and appended, in that order;
+  llama_ftype: Q1_0 40, Q2_0 41, TQ1_0 36, TQ2_0 37, BF16 32) removed and appended, in that order;
 - which tensors are re-encoded: two or more dimensions, a name ending in `weight`, not `_norm.weight` (and the
   names llama-quantize never quantizes: see `_llama_quantizes`); the others are copied;
 - the type of a re-encoded tensor: BF16 for every one of a BF16 file (not a quantized type: llama-quantize applies
   no mix, no `--tensor-type` override and no shape fallback then); else a `--tensor-type PATTERN=TYPE` override (the first whose pattern is found in
   the name), else the output matrix (or the token embedding when the file has no `output.weight`, tied) is Q8_0
-  when its row is not a multiple of TYPE's block and Q6_K otherwise; an untied token embedding is Q4_K for Q2_0
-  and TYPE for Q1_0; every other matrix TYPE. Then the shape fallback: a row not a multiple of the block turns
-  Q2_0 into Q4_0, Q6_K into Q8_0, Q4_K into Q5_0, and a 32-block type whose row is not a multiple of 32 into F16;
+  when its row is not a multiple of TYPE's block and Q6_K otherwise; an untied token embedding is Q4_K for Q2_0,
+  TQ1_0 and TQ2_0 and TYPE for Q1_0; every other matrix TYPE. Then the shape fallback: a row not a multiple of the
+  block turns Q2_0, TQ1_0 and TQ2_0 into Q4_0, Q6_K into Q8_0, Q4_K into Q5_0, and a 32-block type whose row is
+  not a multiple of 32 into F16;
   Q1_0 (block 128) has no fallback and llama-quantize stops ("no tensor type fallback is defined for type
   q1_0"), as this converter does;
 - a tensor whose chosen type is its own type is copied, bytes unchanged (no decode and re-encode);
