@@ -18,7 +18,7 @@ Sets:
   ops_bf16          MUL_MAT of BF16 weights (n = 1 .. 512 columns), GET_ROWS of BF16 tables (the same way)
   bf16, qwen3_bf16  SmolLM2's F16 file and the qwen3 file written as BF16 by `bankml quantize` (llama-quantize's
                     bytes): 42 prompts (bf16) or the qwen3 set's 40, x the qwen3 set's steps
-  ops_tq            MUL_MAT of TQ1_0 / TQ2_0 weights (tests/forward_inputs.py TQ_MATMUL_CASES, the same way)
+  ops_tq            MUL_MAT of TQ1_0 / TQ2_0 weights, GET_ROWS of TQ1_0 / TQ2_0 tables (the same way)
   tq2_0, tq1_0,     SmolLM2's F16 file, the qwen3 file and the untied head-128 synthetic shape (F16) quantized by
   qwen3_tq2_0, ...  `bankml quantize` as TQ2_0 / TQ1_0 (TQ_SETS; llama-quantize's mixes): 13 prompts x (1 + 8)
   ops_k             MUL_MAT of Q5_1 / Q5_K / Q2_K / Q3_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
@@ -372,11 +372,11 @@ def record_ops_k() -> dict:
 
 
 def record_ops_tq() -> dict:
-    """MUL_MAT of TQ1_0 / TQ2_0 weights by the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py
-    TQ_MATMUL_CASES), 2 threads."""
+    """MUL_MAT of TQ1_0 / TQ2_0 weights and GET_ROWS of TQ1_0 / TQ2_0 tables by the oracle's libggml-cpu on seeded
+    inputs (tests/forward_inputs.py TQ_MATMUL_CASES, TQ_GET_ROWS_CASES), 2 threads."""
     sys.path.insert(0, str(REPO / "tests"))
     import forward_inputs as FI
-    return record_op_cases("ops_tq", FI.TQ_MATMUL_CASES, [], 4000, 4900, FI.activations)
+    return record_op_cases("ops_tq", FI.TQ_MATMUL_CASES, FI.TQ_GET_ROWS_CASES, 4000, 4900, FI.activations)
 
 
 # synthetic shapes (bankml.models.synth): head size 128 / 256 / 64 with GQA 4 / 1 / 8, untied outputs, qwen3's
@@ -433,26 +433,22 @@ def bf16_file(name: str) -> Path:
 
 # --- the ternary types (issue 14): SmolLM2's F16 file, the qwen3 re-description and the untied head-128 synthetic
 # shape from F16 (tests/quantize_cases.py TQ_SYNTH: rows of 1024 and 2816, every matrix ternary) quantized by
-# `bankml quantize ... TQ1_0 | TQ2_0` (llama-quantize's bytes: tests/oracle/quantize/ggml.json f16-tq2_0 ...),
-# made when missing as tests/conftest.py's _quantized makes them: set -> (source, type). SHAPE_PICK's 13 prompts x
-# (1 + 8) each.
-TQ_SETS = {f"{p}tq{b}_0": (src, f"TQ{b}_0") for p, src in (("", "f16"), ("qwen3_", "qwen3"), ("synth_", "synth"))
+# `bankml quantize ... TQ1_0 | TQ2_0` (llama-quantize's bytes: tests/oracle/quantize/ggml.json f16-tq2_0 ...), and
+# the synthetic one with a ternary token embedding too (`--tensor-type token_embd=tq...`, *_embd), made when missing
+# by tests/quantize_cases.py tq_derived: set -> (source, type, overrides). SHAPE_PICK's 13 prompts x (1 + 8) each.
+sys.path.insert(0, str(REPO / "tests"))
+from quantize_cases import TQ_EMBD, TQ_SYNTH, tq_derived  # noqa: E402
+
+TQ_SETS = {f"{p}tq{b}_0": (src, f"TQ{b}_0", ()) for p, src in (("", "f16"), ("qwen3_", "qwen3"), ("synth_", "synth"))
            for b in (2, 1)}
+TQ_SETS.update({f"synth_{t.lower()}_embd": ("synth", t, tts) for t, tts in TQ_EMBD.items()})
 
 
 def tq_file(name: str) -> Path:
-    src_key, t = TQ_SETS[name]
-    if src_key == "synth":
-        sys.path.insert(0, str(REPO / "tests"))
-        from quantize_cases import TQ_SYNTH
-        src = synth(*TQ_SYNTH)
-    else:
-        src = derived("qwen3") if src_key == "qwen3" else model_path(MODELS["f16"])
-    dst = model_path(MODELS["q4_1"]).parent / "derived" / f"{src.stem.removesuffix('-f16')}-{t.lower()}.gguf"
-    if not dst.exists():
-        from bankml.models import quantize
-        quantize.convert(src, dst, t, progress=False)
-    return dst
+    src_key, t, tts = TQ_SETS[name]
+    src = {"synth": lambda: synth(*TQ_SYNTH), "qwen3": lambda: derived("qwen3"),
+           "f16": lambda: model_path(MODELS["f16"])}[src_key]()
+    return tq_derived(src, t, tts)
 
 
 def record_bf16(name: str) -> dict:

@@ -23,25 +23,27 @@ import numpy as np
 import pytest
 
 import forward_inputs as FI
-from conftest import _quantized
 from engine_replay import open_recorded, record_sets, replay
+from quantize_cases import TQ_EMBD, llama_quantize_key, tq_derived
 
 TQ = ("TQ2_0", "TQ1_0")
-NAMES = tuple(f"{p}{t.lower()}" for p in ("", "synth_") for t in TQ)
+NAMES = tuple(f"{p}{t.lower()}" for p in ("", "qwen3_", "synth_") for t in TQ) + tuple(
+    f"synth_{t.lower()}_embd" for t in TQ)
 SETS = {k: record_sets(k) for k in NAMES}
 SOURCE_FIXTURE = {"": "smollm2_f16_path", "qwen3_": "smollm2_qwen3_path", "synth_": "synth_tq_source"}
 QUANTIZE = json.loads((Path(__file__).parent / "oracle" / "quantize" / "ggml.json").read_text())["llama_quantize"]
 
 
-def _split(name: str) -> tuple[str, str]:
-    """set name -> (source prefix, type)"""
-    t = name[-5:].upper()
-    return name[:-5], t
+def _split(name: str) -> tuple[str, str, tuple]:
+    """set name -> (source prefix, type, --tensor-type overrides)"""
+    base = name.removesuffix("_embd")
+    t = base[-5:].upper()
+    return base[:-5], t, (TQ_EMBD[t] if name.endswith("_embd") else ())
 
 
 def _lq_key(name: str) -> str:
-    prefix, t = _split(name)
-    return f"{({'': 'f16', 'qwen3_': 'qwen3', 'synth_': 'synth'})[prefix]}-{t.lower()}"
+    prefix, t, tts = _split(name)
+    return llama_quantize_key({"": "f16", "qwen3_": "qwen3", "synth_": "synth"}[prefix], t, tts)
 
 
 def _types(path) -> set:
@@ -55,8 +57,8 @@ def model(request):
     name = request.param
     if not SETS[name]:
         pytest.fail(f"tests/oracle/forward/{name}.json is missing")
-    prefix, t = _split(name)
-    path = _quantized(request.getfixturevalue(SOURCE_FIXTURE[prefix]), t)
+    prefix, t, tts = _split(name)
+    path = tq_derived(request.getfixturevalue(SOURCE_FIXTURE[prefix]), t, tts)
     with open_recorded(path, SETS[name][0]) as m:
         yield name, path, m
 
@@ -72,24 +74,23 @@ def test_the_records_cover_the_brief():
 def test_the_files_are_llama_quantizes():
     # each record's model is llama-quantize's file of the same mix; the ternary type is on the rows it fits
     for name in NAMES:
-        prefix, t = _split(name)
+        prefix, t, tts = _split(name)
         rec = QUANTIZE[_lq_key(name)]
         assert rec["returncode"] == 0 and rec["sha256"] == SETS[name][0]["model_sha256"]
         types = rec["tensor_types"]
         if prefix == "synth_":
             assert {v for k, v in types.items() if k.startswith("blk.") and v != "F32"} == {t}
-            assert (types["token_embd.weight"], types["output.weight"]) == ("Q4_K", "Q6_K")
+            assert (types["token_embd.weight"], types["output.weight"]) == (t if tts else "Q4_K", "Q6_K")
         else:
             assert {v for k, v in types.items() if "ffn_down" in k} == {t}
             assert set(types.values()) - {"F32"} == {t, "Q4_0", "Q8_0"}
 
 
-def test_the_guard_takes_ternary_matrices_only():
+def test_the_guard_takes_ternary_weights_on_llama_and_qwen3_only():
     from bankml.models import capabilities as caps
     for a in ("llama", "qwen3"):
-        assert set(TQ) <= caps.weight_types(a, "matrix")
-        assert not set(TQ) & caps.weight_types(a, "embedding")
-    assert not set(TQ) & caps.weight_types("gemma3", "matrix")
+        assert set(TQ) <= caps.weight_types(a, "matrix") & caps.weight_types(a, "embedding")
+    assert not set(TQ) & (caps.weight_types("gemma3", "matrix") | caps.weight_types("gemma3", "embedding"))
 
 
 @pytest.mark.slow
@@ -118,8 +119,18 @@ def test_mul_mat_tq_oracle(case):
     assert FI.sha256(K.matmul(t, w, k, x, chunk=7)) == case["sha256"]
 
 
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", OPS_TQ["get_rows"], ids=lambda c: f"{c['type']}-k{c['k']}")
+def test_get_rows_tq_oracle(case):
+    from bankml.engine._shims import _kernels_shim as K
+    t, k = case["type"], case["k"]
+    table = FI.weights(t, case["rows"], k, case["seed"])
+    assert FI.sha256(np.stack([K.get_row(t, table[i], k) for i in case["ids"]])) == case["sha256"]
+
+
 def test_ops_tq_counts():
     assert [(c["type"], c["m"], c["k"], c["n"]) for c in OPS_TQ["mul_mat"]] == [tuple(c) for c in FI.TQ_MATMUL_CASES]
+    assert [(c["type"], c["k"]) for c in OPS_TQ["get_rows"]] == [tuple(c) for c in FI.TQ_GET_ROWS_CASES]
 
 
 def test_tq_encoders_round_trip():

@@ -100,3 +100,33 @@ void bk_gemm_tq2_0_q8_K(int n, float *s, int64_t s_col, int nr, int nc, const vo
                         size_t by) {
     BK_KQ_GEMM_ROW_TILES(TQ2_TILE, bk_block_tq2_0, n / BK_QK_K, s, s_col, nr, nc, x, bx, y, by);
 }
+
+/* the trit s of byte q (quants_tq.h's T(q, s)) */
+static inline int trit_tq1(uint8_t q, int s) {
+    static const uint8_t p3[5] = {1, 3, 9, 27, 81};
+    return ((uint8_t)(q * p3[s]) * 3) >> 8;
+}
+
+void bk_dequant_row_tq1_0(const void *vx, float *y, int64_t k) {
+    const bk_block_tq1_0 *x = (const bk_block_tq1_0 *)vx;
+    for (int64_t i = 0; i < k / BK_QK_K; i++, y += BK_QK_K) {
+        const float d = bk_h2f(x[i].d);
+        for (int s = 0; s < 5; s++)
+            for (int m = 0; m < 32; m++) y[32 * s + m] = (float)(trit_tq1(x[i].qs[m], s) - 1) * d;
+        for (int s = 0; s < 5; s++)
+            for (int m = 0; m < 16; m++) y[160 + 16 * s + m] = (float)(trit_tq1(x[i].qs[32 + m], s) - 1) * d;
+        for (int s = 0; s < 4; s++)
+            for (int j = 0; j < 4; j++) y[240 + 4 * s + j] = (float)(trit_tq1(x[i].qh[j], s) - 1) * d;
+    }
+}
+
+void bk_dequant_row_tq2_0(const void *vx, float *y, int64_t k) {
+    const bk_block_tq2_0 *x = (const bk_block_tq2_0 *)vx;
+    for (int64_t i = 0; i < k / BK_QK_K; i++, y += BK_QK_K) {
+        const float d = bk_h2f(x[i].d);
+        for (int j = 0; j < 2; j++)
+            for (int s = 0; s < 4; s++)
+                for (int m = 0; m < 32; m++)
+                    y[128 * j + 32 * s + m] = (float)(((x[i].qs[32 * j + m] >> (2 * s)) & 3) - 1) * d;
+    }
+}

@@ -48,4 +48,9 @@ void bk_gemm_tq1_0_q8_K(int n, float *s, int64_t s_col, int nr, int nc, const vo
 void bk_gemm_tq2_0_q8_K(int n, float *s, int64_t s_col, int nr, int nc, const void *x, size_t bx, const void *y,
                         size_t by);
 
+/* GET_ROWS of a ternary table: one row of k elements (k % 256 == 0) as floats, y_j = fl((t_j - 1) * h(d)) (so 0 * d
+ * keeps the sign of d: -0 for a negative scale), as ggml-base's dequantize_row_tq1_0 / tq2_0. */
+void bk_dequant_row_tq1_0(const void *x, float *y, int64_t k);
+void bk_dequant_row_tq2_0(const void *x, float *y, int64_t k);
+
 #endif
