@@ -20,7 +20,8 @@ Sets:
                     bytes): 42 prompts (bf16) or the qwen3 set's 40, x the qwen3 set's steps
   ops_tq            MUL_MAT of TQ1_0 / TQ2_0 weights, GET_ROWS of TQ1_0 / TQ2_0 tables (the same way)
   tq2_0, tq1_0,     SmolLM2's F16 file, the qwen3 file and the untied head-128 synthetic shape (F16) quantized by
-  qwen3_tq2_0, ...  `bankml quantize` as TQ2_0 / TQ1_0 (TQ_SETS; llama-quantize's mixes): 13 prompts x (1 + 8)
+  qwen3_tq2_0, ...  `bankml quantize` as TQ2_0 / TQ1_0 (TQ_SETS; llama-quantize's mixes; synth_*_embd: with a
+                    ternary token embedding by --tensor-type): 13 prompts x (1 + 8)
   ops_k             MUL_MAT of Q5_1 / Q5_K / Q2_K / Q3_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
   ops               single ggml ops (MUL_MAT of F32 / F16 / Q4_1 / Q8_0 weights, RMS_NORM + MUL, ROPE, GET_ROWS) of
                     the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py; testing/ggml_forward_ops.py)

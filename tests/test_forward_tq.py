@@ -1,16 +1,20 @@
 """Replay the logits oracle of the llama and qwen3 graphs on llama-quantize's ternary mixes (tests/oracle/forward/
-tq2_0.json, tq1_0.json, qwen3_tq2_0.json, qwen3_tq1_0.json, synth_tq2_0.json, synth_tq1_0.json, recorded by
-`testing/record_forward.py <set>` from libllama b11192 with llama-server's context: -c 4096, n_ubatch 512, flash
-attention, F16 cache, -t 2), and the TQ1_0 / TQ2_0 MUL_MAT ops (ops_tq.json, the oracle's libggml-cpu).
+tq2_0.json, tq1_0.json, qwen3_tq2_0.json, qwen3_tq1_0.json, synth_tq2_0.json, synth_tq1_0.json,
+synth_tq2_0_embd.json, synth_tq1_0_embd.json, recorded by `testing/record_forward.py <set>` from libllama b11192 with
+llama-server's context: -c 4096, n_ubatch 512, flash attention, F16 cache, -t 2), and the TQ1_0 / TQ2_0 MUL_MAT and
+GET_ROWS ops (ops_tq.json, the oracle's libggml-cpu).
 
 The files (testing/record_forward.py TQ_SETS; `bankml quantize SRC DST TQ2_0 | TQ1_0`, byte-identical to
-llama-quantize's: tests/oracle/quantize/ggml.json f16-tq2_0 ... synth-tq1_0):
+llama-quantize's: tests/oracle/quantize/ggml.json f16-tq2_0 ... synth-tq1_0-overrides; tests/quantize_cases.py
+tq_derived makes them when missing):
 - tq2_0, tq1_0: SmolLM2-135M-Instruct F16. Rows of 576 are not a multiple of 256, so attention, gate and up fall
   back to Q4_0 (repacked q4_0_8x8) and the tied embedding is Q8_0; the 30 ffn_down matrices (rows of 1536) are
   ternary.
 - qwen3_tq2_0, qwen3_tq1_0: the qwen3 re-description (Q4_1) the same way.
 - synth_tq2_0, synth_tq1_0: the untied head-128 synthetic llama (bankml.models.synth, F16; tests/quantize_cases.py
   TQ_SYNTH): rows of 1024 and 2816, so every matrix is ternary, token_embd Q4_K and output Q6_K.
+- synth_tq2_0_embd, synth_tq1_0_embd: the same with `--tensor-type token_embd=tq2_0 | tq1_0` (quantize_cases.py
+  TQ_EMBD): a ternary token embedding, so the graph's GET_ROWS decodes ternary rows.
 Each: 13 prompts of 1 .. 1,500 tokens (testing/record_forward.py SHAPE_PICK) + 8 decode steps.
 """
 
