@@ -18,6 +18,10 @@ Sets:
   ops_bf16          MUL_MAT of BF16 weights (n = 1 .. 512 columns), GET_ROWS of BF16 tables (the same way)
   bf16, qwen3_bf16  SmolLM2's F16 file and the qwen3 file written as BF16 by `bankml quantize` (llama-quantize's
                     bytes): 42 prompts (bf16) or the qwen3 set's 40, x the qwen3 set's steps
+  ops_tq            MUL_MAT of TQ1_0 / TQ2_0 weights, GET_ROWS of TQ1_0 / TQ2_0 tables (the same way)
+  tq2_0, tq1_0,     SmolLM2's F16 file, the qwen3 file and the untied head-128 synthetic shape (F16) quantized by
+  qwen3_tq2_0, ...  `bankml quantize` as TQ2_0 / TQ1_0 (TQ_SETS; llama-quantize's mixes; synth_*_embd: with a
+                    ternary token embedding by --tensor-type): 13 prompts x (1 + 8)
   ops_k             MUL_MAT of Q5_1 / Q5_K / Q2_K / Q3_K weights, GET_ROWS of Q4_K / Q5_K / Q6_K tables (the same way)
   ops               single ggml ops (MUL_MAT of F32 / F16 / Q4_1 / Q8_0 weights, RMS_NORM + MUL, ROPE, GET_ROWS) of
                     the oracle's libggml-cpu on seeded inputs (tests/forward_inputs.py; testing/ggml_forward_ops.py)
@@ -386,6 +390,14 @@ def record_ops_k() -> dict:
     return record_op_cases("ops_k", FI.K_MATMUL_CASES, FI.K_GET_ROWS_CASES, 900, 1900, FI.activations)
 
 
+def record_ops_tq() -> dict:
+    """MUL_MAT of TQ1_0 / TQ2_0 weights and GET_ROWS of TQ1_0 / TQ2_0 tables by the oracle's libggml-cpu on seeded
+    inputs (tests/forward_inputs.py TQ_MATMUL_CASES, TQ_GET_ROWS_CASES), 2 threads."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import forward_inputs as FI
+    return record_op_cases("ops_tq", FI.TQ_MATMUL_CASES, FI.TQ_GET_ROWS_CASES, 4000, 4900, FI.activations)
+
+
 # synthetic shapes (bankml.models.synth): head size 128 / 256 / 64 with GQA 4 / 1 / 8, untied outputs, qwen3's
 # norms at head size 128, and the 1B model; made when missing in <models>/derived, pinned by the records' sha256
 SHAPE_SETS = [("llama-h128-gqa4-untied", "Q8_0"), ("llama-h256-gqa1", "Q8_0"), ("llama-h64-gqa8-untied", "Q4_1"),
@@ -438,6 +450,26 @@ def bf16_file(name: str) -> Path:
     return dst
 
 
+# --- the ternary types (issue 14): SmolLM2's F16 file, the qwen3 re-description and the untied head-128 synthetic
+# shape from F16 (tests/quantize_cases.py TQ_SYNTH: rows of 1024 and 2816, every matrix ternary) quantized by
+# `bankml quantize ... TQ1_0 | TQ2_0` (llama-quantize's bytes: tests/oracle/quantize/ggml.json f16-tq2_0 ...), and
+# the synthetic one with a ternary token embedding too (`--tensor-type token_embd=tq...`, *_embd), made when missing
+# by tests/quantize_cases.py tq_derived: set -> (source, type, overrides). SHAPE_PICK's 13 prompts x (1 + 8) each.
+sys.path.insert(0, str(REPO / "tests"))
+from quantize_cases import TQ_EMBD, TQ_SYNTH, tq_derived  # noqa: E402
+
+TQ_SETS = {f"{p}tq{b}_0": (src, f"TQ{b}_0", ()) for p, src in (("", "f16"), ("qwen3_", "qwen3"), ("synth_", "synth"))
+           for b in (2, 1)}
+TQ_SETS.update({f"synth_{t.lower()}_embd": ("synth", t, tts) for t, tts in TQ_EMBD.items()})
+
+
+def tq_file(name: str) -> Path:
+    src_key, t, tts = TQ_SETS[name]
+    src = {"synth": lambda: synth(*TQ_SYNTH), "qwen3": lambda: derived("qwen3"),
+           "f16": lambda: model_path(MODELS["f16"])}[src_key]()
+    return tq_derived(src, t, tts)
+
+
 def record_bf16(name: str) -> dict:
     pick = QWEN3_PICK if name == "qwen3_bf16" else None
     return record_set(name, BF16_SETS[name][0], 24, pick=pick, steps_of=QWEN3_STEPS, path=bf16_file(name))
@@ -457,6 +489,10 @@ def main(argv: list[str]) -> None:
             rec = record_bf16(name)
         elif name == "f32":
             rec = record_set(name, "f32", 40, pick=F32_PICK)
+        elif name == "ops_tq":
+            rec = record_ops_tq()
+        elif name in TQ_SETS:
+            rec = record_set(name, TQ_SETS[name][0], 8, pick=SHAPE_PICK, path=tq_file(name))
         elif name == "q4_0":  # every prompt (to 1,500 tokens) with the qwen3 set's steps
             rec = record_set(name, name, 24, steps_of=QWEN3_STEPS)
         elif name in ("qwen3_q4_0", "q3_k_s", "q3_k_l", "qwen3_q3_k_m") + tuple(IQ4_SETS):  # 13 prompts x (1 + 8)

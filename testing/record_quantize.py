@@ -136,7 +136,9 @@ def llama_quantize_cases(sources: dict[str, Path], only=None) -> dict:
 
 def llama_quantize_sources() -> dict[str, Path]:
     from testing.record_forward import MODELS, derived
-    return {"smollm2": model_path("smollm2"), "f16": model_path(MODELS["f16"]), "qwen3": derived("qwen3")}
+    from testing.record_forward import synth
+    return {"smollm2": model_path("smollm2"), "f16": model_path(MODELS["f16"]), "qwen3": derived("qwen3"),
+            "synth": synth(*cases.TQ_SYNTH)}
 
 
 def record_encode(g: Ggml) -> dict:

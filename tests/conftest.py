@@ -204,6 +204,14 @@ def synth_q4_k_m(smollm2_path):
     return get
 
 
+@pytest.fixture(scope="session")
+def synth_tq_source(smollm2_path) -> Path:
+    """The synthetic file the ternary records start from (tests/quantize_cases.py TQ_SYNTH), made when missing."""
+    from bankml.models import synth
+    from quantize_cases import TQ_SYNTH
+    return synth.ensure(smollm2_path.parent, *TQ_SYNTH, smollm2_path)
+
+
 def _q23(src: Path, key: str) -> Path:
     # `bankml quantize SRC DST MIX` with the --tensor-type overrides of testing/record_forward.py's Q23_SETS
     # (ffn_down Q2_K / Q3_K, the rest Q8_0), made once in the models directory's derived/ as that script makes it;

@@ -10,9 +10,13 @@ import numpy as np
 F16, Q4_1, Q8_0, F32 = 1, 3, 8, 0
 TYPE_IDS = {"F32": F32, "F16": F16, "Q4_1": Q4_1, "Q8_0": Q8_0, "Q5_1": 7, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13,
             "Q6_K": 14, "BF16": 30}
+TYPE_IDS.update({"TQ1_0": 34, "TQ2_0": 35})
 # block (values, bytes) and where its half scales are (byte offsets; the rest of a block is random bits)
 _K_BLOCKS = {"Q5_1": (32, 24, (0, 2)), "Q4_K": (256, 144, (0, 2)), "Q5_K": (256, 176, (0, 2)), "Q6_K": (256, 210, (208,)),
              "Q2_K": (256, 84, (80, 82)), "Q3_K": (256, 110, (108,))}
+# the ternary types: random bytes are any codes (TQ2_0's 3 and TQ1_0 bytes no encoder writes included), the
+# half scale last
+_K_BLOCKS.update({"TQ1_0": (256, 54, (52,)), "TQ2_0": (256, 66, (64,))})
 
 
 def sha256(a: np.ndarray) -> str:
@@ -93,6 +97,13 @@ GET_ROWS_CASES = [(t, k) for t in ("F32", "F16", "Q8_0", "Q4_1") for k in (32, 5
 K_MATMUL_CASES = [(t, m, k, n) for t in ("Q5_1", "Q5_K", "Q2_K", "Q3_K") for (m, k) in ((4, 256), (33, 512), (192, 1536), (70, 2816))
                   for n in (1, 2, 3, 5, 17, 64)]
 K_GET_ROWS_CASES = [(t, k) for t in ("Q4_K", "Q5_K", "Q6_K") for k in (256, 1024, 2816)]
+# ops_tq.json (`testing/record_forward.py ops_tq`): MUL_MAT of TQ1_0 / TQ2_0 weights (Q8_K activations, one vec_dot
+# per output for every n), SmolLM2's ffn_down and the synthetic shapes' rows among them, and GET_ROWS of TQ1_0 /
+# TQ2_0 tables (random bytes; half scales of both signs are not drawn: _halves gives positive ones)
+TQ_MATMUL_CASES = [(t, m, k, n) for t in ("TQ1_0", "TQ2_0")
+                   for (m, k) in ((4, 256), (33, 512), (576, 1536), (70, 2816), (1024, 1024))
+                   for n in (1, 2, 3, 4, 5, 17, 64)]
+TQ_GET_ROWS_CASES = [(t, k) for t in ("TQ1_0", "TQ2_0") for k in (256, 1024, 2816)]
 
 # ops_bf16.json (`testing/record_forward.py ops_bf16`): MUL_MAT of BF16 weights (activations rounded to BF16, then
 # tinyBLAS when n >= 2, m % 4 == 0 and k % 8 == 0, else ggml_vec_dot_bf16) over n = 1 .. 512 columns, on SmolLM2's

@@ -9,6 +9,7 @@ import numpy as np
 N_PER_ROW = 256
 ENCODE_TYPES = ("F16", "Q8_0", "Q4_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
                 "BF16", "IQ4_NL", "IQ4_XS")
+ENCODE_TYPES += ("TQ1_0", "TQ2_0")
 DECODE_TYPES = {"F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20),
                 "Q1_0": (128, 18), "Q2_0": (64, 18), "IQ4_NL": (32, 18), "IQ4_XS": (256, 136)}
 
@@ -38,6 +39,14 @@ LLAMA_QUANTIZE_CASES = ([(src, t, tts) for src in ("smollm2", "qwen3")
                         + [("smollm2", "Q4_K_M", K_OVERRIDES)] + list(Q23_OVERRIDES.values())
                         + [(src, "BF16", ()) for src in ("smollm2", "f16", "qwen3")]
                         + [(src, t, ()) for t in ("IQ4_NL", "IQ4_XS") for src in ("f16", "qwen3")] + [IQ4_EMBD])
+# The ternary mixes (issue 14): SmolLM2's F16 file and the qwen3 re-description (rows of 576 fall back to Q4_0, the
+# tied embedding Q8_0, ffn_down ternary), and the untied head-128 synthetic shape from F16 (rows of 1024 and 2816:
+# every matrix ternary, token_embd Q4_K, output Q6_K): "synth" is bankml.models.synth's TQ_SHAPE file
+TQ_SYNTH = ("llama-h128-gqa4-untied", "F16")
+LLAMA_QUANTIZE_CASES += [(src, t, ()) for src in ("f16", "qwen3", "synth") for t in ("TQ2_0", "TQ1_0")]
+# and the synthetic shape with a ternary token embedding too (an override: the mixes never put one there)
+TQ_EMBD = {t: (f"token_embd={t.lower()}",) for t in ("TQ2_0", "TQ1_0")}
+LLAMA_QUANTIZE_CASES += [("synth", t, tts) for t, tts in TQ_EMBD.items()]
 
 
 def llama_quantize_key(src: str, tname: str, tensor_types) -> str:
@@ -114,3 +123,19 @@ def bonsai_derived(src, dst, tname: str):
     from bankml.models import quantize
     tts = [tuple(t.split("=", 1)) for t in Q1_0_OVERRIDES] if tname == "Q1_0" else None
     return quantize.convert(src, dst, tname, tensor_types=tts, progress=False)
+
+
+def tq_derived(src, tname: str, tensor_types=()):
+    """The ternary test file of `src` as the forward records were made of it (testing/record_forward.py TQ_SETS):
+    `bankml quantize SRC DST TQ2_0|TQ1_0 [--tensor-type ...]` into <models>/derived, made when missing
+    (tests/test_quantize.py shows the bytes are llama-quantize's)."""
+    from pathlib import Path
+    from bankml.models import quantize
+    src = Path(src)
+    models = src.parent.parent if src.parent.name == "derived" else src.parent
+    stem = src.stem.removesuffix("-q4_1").removesuffix("-f16").removesuffix("-q8_0")
+    dst = models / "derived" / f"{stem}-{tname.lower()}{'-embd' if tensor_types else ''}.gguf"
+    if not dst.exists():
+        quantize.convert(src, dst, tname, tensor_types=[tuple(t.split("=", 1)) for t in tensor_types],
+                         progress=False)
+    return dst

@@ -152,7 +152,7 @@ def test_the_record_covers_every_llama_quantize_case():
 def test_bonsai_files_are_llama_quantizes(request, tmp_path, src_key, tname, tts):
     rec = RECORD["llama_quantize"][cases.llama_quantize_key(src_key, tname, tts)]
     src = request.getfixturevalue({"smollm2": "smollm2_path", "f16": "smollm2_f16_path",
-                                   "qwen3": "smollm2_qwen3_path"}[src_key])
+                                   "qwen3": "smollm2_qwen3_path", "synth": "synth_tq_source"}[src_key])
     assert verify.sha256_file(src) == rec["source_sha256"]
     tt = [tuple(t.split("=", 1)) for t in tts]
     out = tmp_path / "out.gguf"

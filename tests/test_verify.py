@@ -214,8 +214,8 @@ def test_weight_types_grouped_per_role(write):
     types["blk.0.attn_k.weight"] = GGMLType.IQ2_XS
     reasons = _refused(write, tiny_llama(n_embd=n, n_ff=n, types=types))
     assert reasons == ["matrix weight types the engine cannot run yet (it runs BF16, F16, F32, IQ4_NL, IQ4_XS, Q2_K, "
-                       "Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0): 4 tensors of type IQ3_S (e.g. "
-                       "'blk.0.attn_q.weight'), 1 tensor of type IQ2_XS (e.g. 'blk.0.attn_k.weight')"]
+                       "Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, TQ1_0, TQ2_0): 4 tensors of type IQ3_S "
+                       "(e.g. 'blk.0.attn_q.weight'), 1 tensor of type IQ2_XS (e.g. 'blk.0.attn_k.weight')"]
 
 
 def test_supported_weight_types_play(write):

@@ -10,6 +10,7 @@
 #include "kquants_q5k.h"
 #include "quants.h"
 #include "quants_iq4.h"
+#include "quants_tq.h"
 #include "repack.h"
 #include "rope.h"
 #include "rows8.h"
@@ -318,6 +319,8 @@ static void get_row(const bk_matrix *E, int32_t token, float *y) {
     case BK_TYPE_Q4_K: bk_dequant_row_q4_K(row, y, E->k); break;
     case BK_TYPE_Q5_K: bk_dequant_row_q5_K(row, y, E->k); break;
     case BK_TYPE_Q6_K: bk_dequant_row_q6_K(row, y, E->k); break;
+    case BK_TYPE_TQ1_0: bk_dequant_row_tq1_0(row, y, E->k); break;
+    case BK_TYPE_TQ2_0: bk_dequant_row_tq2_0(row, y, E->k); break;
     default: memcpy(y, row, (size_t)E->k * sizeof(float)); break;
     }
 }

@@ -9,6 +9,7 @@
 #include "quants_q5.h"
 #include "quants_bonsai.h"
 #include "quants_iq4.h"
+#include "quants_tq.h"
 #include "repack.h"
 #include "rows8.h"
 
@@ -22,6 +23,7 @@ int bk_matmul_supported(int32_t wtype, int32_t k) {
         return k > 0 && k % BK_QK == 0;
     case BK_TYPE_IQ4_XS: return k > 0 && k % BK_QK_K == 0;
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
+    case BK_TYPE_TQ1_0: case BK_TYPE_TQ2_0:
         return k > 0 && k % BK_QK_K == 0;
     case BK_TYPE_Q1_0: return k > 0 && k % BK_QK1_0 == 0;
     case BK_TYPE_Q2_0: return k > 0 && k % BK_QK2_0 == 0;
@@ -37,6 +39,7 @@ int32_t bk_act_type(int32_t wtype) {
         return BK_TYPE_Q8_0;
     case BK_TYPE_IQ4_XS: return BK_TYPE_Q8_K;
     case BK_TYPE_Q2_K: case BK_TYPE_Q3_K: case BK_TYPE_Q4_K: case BK_TYPE_Q5_K: case BK_TYPE_Q6_K:
+    case BK_TYPE_TQ1_0: case BK_TYPE_TQ2_0:
         return BK_TYPE_Q8_K;
     case BK_TYPE_F16: return BK_TYPE_F16;
     case BK_TYPE_BF16: return BK_TYPE_BF16;
@@ -88,6 +91,12 @@ static void compute(const bk_matrix *W, const uint8_t *a, size_t act_col, int n,
         return;
     case BK_TYPE_Q3_K:
         bk_gemm_q3_K_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
+        return;
+    case BK_TYPE_TQ1_0:  /* TQ1_0 / TQ2_0: vec_dot per output on AVX2 (quants_tq.h) */
+        bk_gemm_tq1_0_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
+        return;
+    case BK_TYPE_TQ2_0:
+        bk_gemm_tq2_0_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);
         return;
     case BK_TYPE_Q5_K:
         bk_gemm_q5_K_q8_K(k, out + r0, out_col, (int)(r1 - r0), n, w + r0 * rb, rb, a, act_col);

@@ -36,6 +36,9 @@
  * The Bonsai types (quants_bonsai.h): neither sgemm nor repack takes them on x86, so any n:
  *   Q1_0    Q8_0                            ggml_vec_dot_q1_0_q8_0 (AVX2) per output
  *   Q2_0    Q8_0                            ggml_vec_dot_q2_0_q8_0 (the generic C, fma-contracted) per output
+ * The ternary types (quants_tq.h): no sgemm case, no repack, so any n:
+ *   TQ1_0   Q8_K                            ggml_vec_dot_tq1_0_q8_K (AVX2) per output
+ *   TQ2_0   Q8_K                            ggml_vec_dot_tq2_0_q8_K (AVX2) per output
  * `n` is the number of activation columns of the whole MUL_MAT node, which decides the kernel; a caller that
  * splits the columns must still pass the node's n as n_node.
  */
@@ -63,6 +66,8 @@ enum bk_type {
     BK_TYPE_IQ4_NL = 20,
     BK_TYPE_IQ4_XS = 23,
     BK_TYPE_BF16 = 30,
+    BK_TYPE_TQ1_0 = 34,
+    BK_TYPE_TQ2_0 = 35,
     BK_TYPE_Q1_0 = 41,
     BK_TYPE_Q2_0 = 42,
 };

@@ -65,6 +65,13 @@ WEIGHT_TYPES: dict[str, frozenset[str]] = {
 # qwen3's matrices also in the Bonsai types Q1_0 and Q2_0 (one vec_dot per output against Q8_0 activations, as
 # ggml-cpu runs them on x86), bit-exact on the qwen3 test file quantized by `bankml quantize`
 # (tests/test_forward_qwen3.py, records qwen3_q2_0.json and qwen3_q1_0.json).
+# The llama and qwen3 graphs' matrices and token embeddings also in the ternary types TQ1_0 and TQ2_0 (one vec_dot
+# per output against Q8_K activations on the AVX2 build: no repack, no sgemm; ggml-base's dequantize_row_tq* for
+# GET_ROWS; src/kernels/quants_tq.h), bit-exact on llama-quantize's TQ1_0 / TQ2_0 mixes of SmolLM2, its qwen3
+# re-description and a synthetic 1024-wide llama, and on that one with a ternary token embedding (an override: the
+# mixes never put one there): tests/test_forward_tq.py, records tq2_0, tq1_0, qwen3_tq2_0, qwen3_tq1_0,
+# synth_tq2_0, synth_tq1_0, synth_tq2_0_embd, synth_tq1_0_embd (117 rows each); ops_tq.json (70 MUL_MAT + 6
+# GET_ROWS); docs/ternary.md.
 ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
     "gemma3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q5_0", "Q4_K", "Q6_K"}},
     "qwen3": {"matrix": WEIGHT_TYPES["matrix"] | {"Q1_0", "Q2_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
@@ -74,6 +81,9 @@ ARCH_WEIGHT_TYPES: dict[str, dict[str, frozenset[str]]] = {
                                                    "BF16", "IQ4_NL", "IQ4_XS"},
               "embedding": WEIGHT_TYPES["embedding"] | {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "BF16", "IQ4_NL"}},
 }
+for _a in ("llama", "qwen3"):  # the ternary types (comment above)
+    ARCH_WEIGHT_TYPES[_a]["matrix"] |= {"TQ1_0", "TQ2_0"}
+    ARCH_WEIGHT_TYPES[_a]["embedding"] |= {"TQ1_0", "TQ2_0"}
 
 
 def weight_types(architecture: str, role: str) -> frozenset[str]:

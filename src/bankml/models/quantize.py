@@ -23,26 +23,31 @@ Decoding and encoding follow ggml-base b11192 (ggml/src/ggml-quants.c), which is
   bit j = (x_j >= 0), eight elements a byte, element 0 in the lowest bit. Q2_0 per block of 64: d = max |x|
   (NaN ignored), id = d > 0 ? fl(1 / d) : 0, q = clamp(roundf(fl(x * id)) + 1, 0, 3) (an integer conversion of
   inf or NaN gives INT_MIN on x86, so 0), stored f16(d), four elements a byte, element 0 in the lowest two bits.
+  TQ1_0 / TQ2_0 per block of 256: d = max |x|, id = d ? fl(1 / d) : 0, trit = lroundf(fl(x * id)) + 1 (0, 1, 2;
+  inf or NaN: 1), stored f16(d) after the codes; TQ2_0 four 2-bit codes a byte (byte 32j + m: elements
+  128j + 32s + m in bits 2s), TQ1_0 five trits a byte in base 3, the first most significant, stored as
+  ceil(v * 256 / 243) (bytes 0..31: elements m + 32s; 32..47: 160 + m + 16s; four qh bytes: 240 + j + 4s, times 3).
 - decoding Q1_0: bit ? h(d) : -h(d); Q2_0: fl((q - 1) * h(d)); IQ4_NL: fl(h(d) * K[q]) with K the sixteen
   non-linear levels (IQ4_LEVELS); IQ4_XS: fl(fl(h(d) * (ls - 32)) * K[q]) with each block of 32's 6-bit scale ls.
 Every step is float32 arithmetic in numpy, which rounds as C does (no contraction, no fast-math).
 
-Q1_0 and Q2_0 (the Bonsai types), BF16, the K mixes and IQ4_NL / IQ4_XS are written by llama-quantize's rule
-instead, so that the
-file is the one `llama-quantize --allow-requantize IN OUT TYPE` b11192 writes (src/llama-quant.cpp):
+Q1_0 and Q2_0 (the Bonsai types), TQ1_0 and TQ2_0 (the ternary types), BF16, the K mixes and IQ4_NL / IQ4_XS are
+written by llama-quantize's rule instead, so that the file is the one `llama-quantize --allow-requantize IN OUT TYPE` b11192
+writes (src/llama-quant.cpp):
 - the tensors in the loader's order: those outside a layer first, then layer by layer (the number after `blk.`),
   by name (bytes) within each group; every tensor's data padded to 32 bytes;
 - the metadata copied in order, then `general.quantization_version` (u32 2) and `general.file_type` (u32 the
-  llama_ftype: Q1_0 40, Q2_0 41, BF16 32) removed and appended, in that order;
+  llama_ftype: Q1_0 40, Q2_0 41, TQ1_0 36, TQ2_0 37, BF16 32) removed and appended, in that order;
 - which tensors are re-encoded: two or more dimensions, a name ending in `weight`, not `_norm.weight` (and the
   names llama-quantize never quantizes: see `_llama_quantizes`); the others are copied;
 - the type of a re-encoded tensor: BF16 for every one of a BF16 file (not a quantized type: llama-quantize applies
   no mix, no `--tensor-type` override and no shape fallback then); else a `--tensor-type PATTERN=TYPE` override (the first whose pattern is found in
   the name), else the output matrix (or the token embedding when the file has no `output.weight`, tied) is Q8_0
-  when its row is not a multiple of TYPE's block and Q6_K otherwise; an untied token embedding is Q4_K for Q2_0
-  and TYPE for Q1_0; every other matrix TYPE. Then the shape fallback: a row not a multiple of the block turns
-  Q2_0 into Q4_0, Q6_K into Q8_0, Q4_K into Q5_0, IQ4_XS into IQ4_NL, and a 32-block type whose row is not a
-  multiple of 32 into F16; Q1_0 (block 128) has no fallback and llama-quantize stops ("no tensor type fallback is defined for type
+  when its row is not a multiple of TYPE's block and Q6_K otherwise; an untied token embedding is Q4_K for Q2_0,
+  TQ1_0 and TQ2_0 and TYPE for Q1_0; every other matrix TYPE. Then the shape fallback: a row not a multiple of the
+  block turns Q2_0, TQ1_0 and TQ2_0 into Q4_0, Q6_K into Q8_0, Q4_K into Q5_0, IQ4_XS into IQ4_NL, and a
+  32-block type whose row is not a multiple of 32 into F16;
+  Q1_0 (block 128) has no fallback and llama-quantize stops ("no tensor type fallback is defined for type
   q1_0"), as this converter does;
 - a tensor whose chosen type is its own type is copied, bytes unchanged (no decode and re-encode);
 - the input is refused where llama-quantize would not write that file: an architecture other than llama and
@@ -72,12 +77,15 @@ OUTPUT_TYPES: dict[str, int] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0"
                                 "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15,
                                 "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "Q2_K_S": 21, "BF16": 32, "Q1_0": 40,
                                 "Q2_0": 41, "IQ4_NL": 25, "IQ4_XS": 30}
+OUTPUT_TYPES.update({"TQ1_0": 36, "TQ2_0": 37})  # the ternary types (llama_ftype MOSTLY_TQ1_0 / TQ2_0)
 #: the types written by llama-quantize's rule (tensor order, per-tensor type choice, metadata), not bankml's
 LLAMA_QUANTIZE_RULE = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S",
                        "Q5_K_M", "Q6_K", "Q2_K_S", "Q1_0", "Q2_0", "BF16", "IQ4_NL", "IQ4_XS")
+LLAMA_QUANTIZE_RULE += ("TQ1_0", "TQ2_0")
 #: the tensor types `quantize` encodes (the K types and Q4_1 / Q5_x in C: src/kernels/encode.c)
 ENCODABLE = ("F32", "F16", "BF16", "Q4_0", "Q8_0", "Q1_0", "Q2_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
              "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
+ENCODABLE += ("TQ1_0", "TQ2_0")
 _C_ENCODED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
 
 F32, F16 = np.dtype("<f4"), np.dtype("<f2")
@@ -203,6 +211,10 @@ def quantize(type_name_: str, x: np.ndarray) -> np.ndarray:
     if type_name_ in _C_ENCODED:
         from . import _encode
         return _encode.encode(int(GGMLType[type_name_]), x)
+    if type_name_ in ("TQ1_0", "TQ2_0"):
+        with np.errstate(all="ignore"):
+            out = _quantize_tq(type_name_, x.reshape(-1, 256))
+        return out.reshape(n_rows, row_bytes(GGMLType[type_name_], n))
     if type_name_ in ("Q1_0", "Q2_0"):
         with np.errstate(all="ignore"):
             out = _quantize_q1_0(x.reshape(-1, 128)) if type_name_ == "Q1_0" else _quantize_q2_0(x.reshape(-1, 64))
@@ -246,6 +258,31 @@ def _quantize_q2_0(blk: np.ndarray) -> np.ndarray:
     q = np.clip(q + 1, 0, 3).astype(np.uint8).reshape(len(blk), 16, 4)
     qs = q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)
     return np.concatenate([_f16_bits(d).reshape(-1, 2), qs], axis=1)
+
+
+def _quantize_tq(type_name_: str, blk: np.ndarray) -> np.ndarray:
+    # quantize_row_tq1_0_ref / tq2_0_ref: d = max |x|, id = d ? fl(1 / d) : 0, trit = lroundf(fl(x * id)) + 1
+    d = np.abs(blk).max(axis=1)
+    inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = _round_half_away((blk * inv[:, None]).astype(np.float32))
+    t = np.where(np.isfinite(v), v + 1, 1).astype(np.int64)  # lroundf of inf / NaN: LONG_MIN, + 1 -> int 1
+    dh = _f16_bits(d.astype(np.float32)).reshape(-1, 2)
+    if type_name_ == "TQ2_0":
+        # byte 32h + m holds elements 128h + 32s + m (s = 0..3) in bits 2s, 2s + 1
+        q = (t & 3).reshape(len(blk), 2, 4, 32)
+        qs = (q[:, :, 0] | q[:, :, 1] << 2 | q[:, :, 2] << 4 | q[:, :, 3] << 6).reshape(len(blk), 64)
+        return np.concatenate([qs.astype(np.uint8), dh], axis=1)
+    # TQ1_0: five trits a byte in base 3, the first most significant, stored as ceil(v * 256 / 243); bytes 0..31
+    # take elements m + 32s, bytes 32..47 elements 160 + m + 16s, qh[j] elements 240 + j + 4s (and a 0 trit last)
+    def pack(g):  # g: int [blocks, digits, bytes] -> uint8 [blocks, bytes]
+        v = np.zeros((g.shape[0], g.shape[2]), np.int64)
+        for s in range(g.shape[1]):
+            v = (v * 3 + g[:, s]) & 0xFF
+        return ((v * 256 + 242) // 243).astype(np.uint8)
+    qs0 = pack(t[:, :160].reshape(-1, 5, 32))
+    qs1 = pack(t[:, 160:240].reshape(-1, 5, 16))
+    qh = pack(np.concatenate([t[:, 240:].reshape(-1, 4, 4), np.zeros((len(blk), 1, 4), np.int64)], axis=1))
+    return np.concatenate([qs0, qs1, qh, dh], axis=1)
 
 
 # --- files ------------------------------------------------------------------------------------------------------
@@ -316,6 +353,7 @@ _DEFAULT_TYPE = {"Q4_1": "Q4_1", "Q5_0": "Q5_0", "Q5_1": "Q5_1", "Q2_K": "Q2_K",
                  "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K",
                  "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q1_0": "Q1_0", "Q2_0": "Q2_0", "BF16": "BF16",
                  "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS"}
+_DEFAULT_TYPE.update({"TQ1_0": "TQ1_0", "TQ2_0": "TQ2_0"})
 #: the file types whose tensors are not quantized (ggml_is_quantized false): no override, mix or fallback
 _PLAIN = ("BF16",)
 
@@ -366,7 +404,7 @@ class LlamaQuantizeRule:
                 return "Q8_0"
             return t if t == "Q8_0" else "Q6_K"
         if cat == "token_embd":
-            return "Q4_K" if f == "Q2_0" else t
+            return "Q4_K" if f in ("Q2_0", "TQ1_0", "TQ2_0") else t
         if cat == "attn_v":
             i, n = self.i_attn_v, self.n_attn_v
             self.i_attn_v += 1

@@ -18,6 +18,7 @@ from bankml.kernels.norm cimport bk_rms_norm_mul_f32
 from bankml.kernels.rope cimport bk_rope_cache, bk_rope_normal, bk_rope_theta_scale
 from bankml.kernels.quants cimport bk_dequant_row_q4_1, bk_dequant_row_q8_0
 from bankml.kernels.kquants_q5k cimport bk_dequant_row_q4_K, bk_dequant_row_q5_K, bk_dequant_row_q6_K
+from bankml.kernels.quants_tq cimport bk_dequant_row_tq1_0, bk_dequant_row_tq2_0
 from bankml.kernels.fp16 cimport bk_bf16_to_fp32_row, bk_fp16_to_fp32_row
 
 cdef extern from "repack.h" nogil:
@@ -31,6 +32,7 @@ cnp.import_array()
 
 TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q5_K": 13,
          "BF16": 30, "IQ4_NL": 20, "IQ4_XS": 23}
+TYPES.update({"TQ1_0": 34, "TQ2_0": 35})  # the ternary types (quants_tq.h)
 
 
 def uses_vnni():
@@ -159,6 +161,10 @@ def get_row(str wtype, row, int k):
         bk_fp16_to_fp32_row(<const uint16_t *>&r[0], &out[0], k)
     elif wtype == "BF16":
         bk_bf16_to_fp32_row(<const uint16_t *>&r[0], &out[0], k)
+    elif wtype == "TQ1_0":
+        bk_dequant_row_tq1_0(&r[0], &out[0], k)
+    elif wtype == "TQ2_0":
+        bk_dequant_row_tq2_0(&r[0], &out[0], k)
     else:
         out[:] = r.view(np.float32)[:k]
     return out
