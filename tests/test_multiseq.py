@@ -30,8 +30,10 @@ UNIFIED = FORWARD / "multiseq_unified.json"
 # the same schedule kinds on the qwen3 graph (the Q4_1 file re-described as qwen3): `record_multiseq*.py qwen3`
 QWEN3 = FORWARD / "multiseq_qwen3.json"
 UNIFIED_QWEN3 = FORWARD / "multiseq_unified_qwen3.json"
-# Gemma 3 (sliding-window layers: each sequence's base and SWA streams): `record_multiseq.py gemma3`
+# Gemma 3 (sliding-window layers: each sequence's base and SWA streams, or both caches unified):
+# `record_multiseq*.py gemma3`
 GEMMA3 = FORWARD / "multiseq_gemma3.json"
+UNIFIED_GEMMA3 = FORWARD / "multiseq_unified_gemma3.json"
 
 
 def _record(path=RECORD) -> dict:
@@ -57,8 +59,8 @@ QWEN3_FILE, GEMMA3_FILE = "derived/smollm2-135m-instruct-qwen3.gguf", "gemma-3-2
 
 @pytest.mark.parametrize("path,unified,arch,model,cache_types", [
     (QWEN3, False, "qwen3", QWEN3_FILE, {"f16", "q8_0"}), (UNIFIED_QWEN3, True, "qwen3", QWEN3_FILE, {"f16", "q8_0"}),
-    (GEMMA3, False, "gemma3", GEMMA3_FILE, {"f16"}),
-], ids=["qwen3-split", "qwen3-unified", "gemma3-split"])
+    (GEMMA3, False, "gemma3", GEMMA3_FILE, {"f16"}), (UNIFIED_GEMMA3, True, "gemma3", GEMMA3_FILE, {"f16"}),
+], ids=["qwen3-split", "qwen3-unified", "gemma3-split", "gemma3-unified"])
 def test_arch_records_present(path, unified, arch, model, cache_types):
     assert path.exists(), f"{path.name} is missing (testing/record_multiseq{'_unified' if unified else ''}.py {arch})"
     rec = _record(path)
@@ -72,7 +74,7 @@ def test_arch_records_present(path, unified, arch, model, cache_types):
 def model(smollm2_path, smollm2_f16_path, smollm2_qwen3_path, gemma3_path):
     rec = _record()
     paths = {p.name: p for p in (smollm2_path, smollm2_f16_path, smollm2_qwen3_path, gemma3_path)}
-    for path in (RECORD, UNIFIED, QWEN3, UNIFIED_QWEN3, GEMMA3):
+    for path in (RECORD, UNIFIED, QWEN3, UNIFIED_QWEN3, GEMMA3, UNIFIED_GEMMA3):
         for name, pin in _record(path).get("model_sha256", {}).items():
             assert sha256_file(paths[Path(name).name]) == pin, f"{name} is not the file the record was made with"
     opened = {}
@@ -141,7 +143,7 @@ def test_multiseq_oracle(model, path, case):
     assert compared == sum(len(st["rows"]) for st in case["steps"]) > 0
 
 
-@pytest.mark.parametrize("path,case", _cases(UNIFIED, UNIFIED_QWEN3),
+@pytest.mark.parametrize("path,case", _cases(UNIFIED, UNIFIED_QWEN3, UNIFIED_GEMMA3),
                          ids=lambda x: x.stem if isinstance(x, Path) else
                          f"{_model_tag(x)}-kv{x['cache_type']}-seed{x['seed']}-np{x['n_seq']}-unified")
 def test_unified_oracle(model, path, case):
@@ -303,10 +305,15 @@ def test_refusals_leave_the_cache(small):
     assert [a.tolist() for a in u.cells()] + [u.head, u.used] == before
 
 
-def test_refuses_other_graphs(gemma3_path):
+def test_gemma3_one_item_is_decode(gemma3_path):
+    """The same on the Gemma 3 graph (a base and a sliding-window cache), through both paths too; one sequence's
+    save / restore in its unified cache is refused."""
     m = Model.open(gemma3_path, n_ctx=512)
     try:
+        _one_item_is_decode(m)
+        u = m.new_unified_cache(n_ctx=512, n_seq_max=2)
+        assert u.swa_size == 512           # pad(min(512, 512 * 2 + 512), 256)
         with pytest.raises(NotImplementedError):
-            m.new_unified_cache()
+            u.seq(0).save()
     finally:
         m.close()

@@ -75,7 +75,7 @@ MULTI_CHOICE_WEIGHTS = frozenset({"Q4_1", "Q8_0"})
 MULTI_SEQ_ARCHS = frozenset({"llama", "qwen3", "gemma3"})
 # the graphs whose ubatch holds a unified cache's rows (several sequences in one stream): new_unified_cache and
 # decode_unified refuse the others
-UNIFIED_ARCHS = frozenset({"llama", "qwen3"})
+UNIFIED_ARCHS = frozenset({"llama", "qwen3", "gemma3"})
 
 
 @dataclass(frozen=True)
