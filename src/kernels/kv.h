@@ -112,7 +112,8 @@ int32_t bk_kvu_seq_pos_min(const bk_kv_cells *c, int32_t seq);
 int32_t bk_kvu_seq_pos_max(const bk_kv_cells *c, int32_t seq);
 
 /* The F16 KQ mask of a unified cache (set_input_kq_mask, one stream): row t (sequence seq[t] at pos[t]) keeps cell j
- * when it holds seq[t] at a position <= pos[t] (and, SWA cells, inside the window of pos[t]), else -inf. Rows t = ith, ith+nth, ... by thread ith. */
+ * when it holds seq[t] at a position <= pos[t] (and, SWA cells, inside the window of pos[t]), else -inf. Rows
+ * t = ith, ith+nth, ... by thread ith. */
 void bk_kvu_mask_f16(const bk_kv_cells *c, const int32_t *pos, const int32_t *seq, uint32_t n_tokens, uint32_t n_kv,
                      uint16_t *mask, int64_t mask_row, int ith, int nth);
 

@@ -311,7 +311,8 @@ class SlotPool:
         # llama-server's unified KV cache (-kvu, -np auto) with several slots: one stream shared by every slot, each
         # slot its sequence (seq id = slot id); else (one slot, a split cache, or what unified_refusal names) each
         # slot has its own cache
-        self.unified = model.new_unified_cache(ctx.n_ctx_slot) if unified_refusal(ctx) is None else None
+        unified = unified_refusal(ctx) is None
+        self.unified = model.new_unified_cache(ctx.n_ctx_slot, n_seq_max=ctx.n_slots) if unified else None
         for i in range(ctx.n_slots):
             if self.unified is not None:
                 cache = self.unified.seq(i)
