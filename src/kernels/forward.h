@@ -154,11 +154,12 @@ int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_ce
                       uint32_t n_swa, int32_t swa_type);
 void bk_kv_cache_free(bk_kv_cache *kv);
 /* The SWA companion of a cache made for a model with cfg->n_swa > 0 (kv->swa): as llama_kv_cache_iswa makes it,
- * pad(min(kv->size, n_swa + n_ubatch), 256) cells with the sliding-window cell rules (cfg n_swa, swa_type).
- * bk_kv_cache_free frees it. */
-int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch);
-/* Make an empty cache (bk_kv_cache_alloc, no sliding window) a unified one: its cells get a sequence each
- * (kv.h bk_kvu_*; bk_kv_cache_free frees it). Returns BK_FWD_OK, BK_FWD_NO_MEMORY or BK_FWD_BAD_ARGS. */
+ * pad(min(kv->size, n_swa * n_seq + n_ubatch), 256) cells with the sliding-window cell rules (cfg n_swa,
+ * swa_type); n_seq is 1 for a stream of one sequence, n_seq_max for a unified cache. bk_kv_cache_free frees it. */
+int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch, int32_t n_seq);
+/* Make an empty cache (bk_kv_cache_alloc, and its SWA companion when it has one) a unified one: its cells get a
+ * sequence each (kv.h bk_kvu_*; bk_kv_cache_free frees it). Returns BK_FWD_OK, BK_FWD_NO_MEMORY or
+ * BK_FWD_BAD_ARGS. */
 int bk_kv_cache_make_unified(bk_kv_cache *kv);
 uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer);
 uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer);
@@ -222,9 +223,13 @@ typedef struct bk_fwd_seq {
  * ne[3] = streams: never split-KV; the tiled path's row chunks count every stream), the last layer's output
  * rows gathered (inp_out_ids), the head over them. Logits rows land in logits ([outputs][n_vocab], the
  * caller's) in the order they are computed, out_seq[i] naming the index in seqs of row i; *n_out their count.
- * Returns BK_FWD_OK, BK_FWD_BAD_ARGS (an architecture other than llama, a sliding-window cache, caches of
- * different sizes or types, a repeated or out-of-range seq_id, more sequences than n_ubatch), BK_FWD_NO_MEMORY,
- * or BK_FWD_CACHE_FULL before anything is computed. */
+ * A model with sliding-window layers (Gemma 3): each sequence's cache has its SWA companion (kv->swa), its
+ * stream of llama_kv_cache_iswa's SWA cache; each ubatch's cells are found and applied in both, the SWA layers
+ * attend over the SWA streams (n_kv the largest of theirs) with their window masks.
+ * Returns BK_FWD_OK, BK_FWD_BAD_ARGS (an architecture other than llama, qwen3 and gemma3, a cache without the
+ * SWA companion its model needs or with one it does not, caches of different sizes or types, a repeated or
+ * out-of-range seq_id, more sequences than n_ubatch), BK_FWD_NO_MEMORY, or BK_FWD_CACHE_FULL before anything
+ * is computed. */
 int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk_fwd_state *st,
                        const bk_fwd_seq *seqs, int32_t n_seqs, float *logits, int32_t *out_seq, int32_t *n_out);
 
@@ -239,8 +244,12 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
  * tiled from 64 rows, else one-chunk). Rows with output[i] nonzero are outputs: the last layer goes on over
  * them (gathered, inp_out_ids) and their logits land in logits ([outputs][n_vocab], the caller's) in batch
  * order; *n_out their count. The caller checks tokens and positions (each sequence's next position). Returns
- * BK_FWD_OK, BK_FWD_BAD_ARGS (an architecture other than llama, a cache that is not unified or has a window, a
- * seq id outside 0 .. BK_FWD_MAX_SEQ-1), BK_FWD_NO_MEMORY, or BK_FWD_CACHE_FULL before anything changes. */
+ * BK_FWD_OK, BK_FWD_BAD_ARGS (an architecture other than llama, qwen3 and gemma3, a cache that is not unified,
+ * a seq id outside 0 .. BK_FWD_MAX_SEQ-1), BK_FWD_NO_MEMORY, or BK_FWD_CACHE_FULL before anything changes.
+ * A model with sliding-window layers: kv->swa (unified too) is placed the same way after the base cache
+ * (llama_kv_cache_iswa's simple split; find_slot reuses a SWA cell out of its own sequence's window and
+ * apply_ubatch purges that sequence below it, kv.h), its rows masked by window too; when a ubatch does not fit
+ * in either cache libllama would try split_equal instead, which is not reproduced: BK_FWD_CACHE_FULL. */
 int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
                           const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
                           int32_t n, float *logits, int32_t *n_out);

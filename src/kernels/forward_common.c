@@ -72,10 +72,11 @@ int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_ce
     return BK_FWD_OK;
 }
 
-int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch) {
-    if (cfg->n_swa == 0 || kv->swa || n_ubatch <= 0) return BK_FWD_BAD_ARGS;
-    /* src/llama-kv-cache-iswa.cpp:73 (b11192), one sequence: GGML_PAD(min(size_base, n_swa + n_ubatch), 256) */
-    uint64_t want = (uint64_t)cfg->n_swa + (uint64_t)n_ubatch;
+int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch, int32_t n_seq) {
+    if (cfg->n_swa == 0 || kv->swa || n_ubatch <= 0 || n_seq <= 0) return BK_FWD_BAD_ARGS;
+    /* src/llama-kv-cache-iswa.cpp:73 (b11192): GGML_PAD(min(size_base, n_swa * n_seq + n_ubatch), 256), n_seq the
+     * sequences of one stream (n_seq_max with a unified cache, else 1) */
+    uint64_t want = (uint64_t)cfg->n_swa * (uint64_t)n_seq + (uint64_t)n_ubatch;
     if (want > kv->size) want = kv->size;
     const uint32_t n = (uint32_t)((want + BK_KV_PAD - 1) / BK_KV_PAD * BK_KV_PAD);
     bk_kv_cache *s = (bk_kv_cache *)calloc(1, sizeof(bk_kv_cache));
@@ -104,10 +105,16 @@ void bk_kv_cache_free(bk_kv_cache *kv) {
 }
 
 int bk_kv_cache_make_unified(bk_kv_cache *kv) {
-    if (!kv->pos_buf || kv->swa || kv->cells.seq || kv->cells.swa_type != BK_SWA_NONE) return BK_FWD_BAD_ARGS;
+    if (!kv->pos_buf || kv->cells.seq || (kv->swa && (!kv->swa->pos_buf || kv->swa->cells.seq)))
+        return BK_FWD_BAD_ARGS;
     kv->cells.seq = (int32_t *)malloc(sizeof(int32_t) * kv->size);
     if (!kv->cells.seq) return BK_FWD_NO_MEMORY;
     bk_kv_cells_clear(&kv->cells);
+    if (kv->swa) {  /* llama_kv_cache_iswa: both caches unified */
+        kv->swa->cells.seq = (int32_t *)malloc(sizeof(int32_t) * kv->swa->size);
+        if (!kv->swa->cells.seq) return BK_FWD_NO_MEMORY;   /* bk_kv_cache_free frees the base's */
+        bk_kv_cells_clear(&kv->swa->cells);
+    }
     return BK_FWD_OK;
 }
 
@@ -461,18 +468,24 @@ static act_view prep_site(const bk_ubatch *u, const bk_site *S, int nj, int ith,
 void bk_fwd_embed(const bk_ubatch *u, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     bk_fwd_state *st = u->st;
-    if (u->n_stream)  /* each stream's rows against its own cells, over the ubatch's n_kv */
+    if (u->n_stream)  /* each stream's rows against its own cells (and SWA cells), over the ubatch's n_kv */
         for (int s = 0; s < u->n_stream; s++) {
             const int64_t r0 = (int64_t)s * u->n_seq_tokens;
             bk_kv_mask_f16(&u->streams[s]->cells, st->pos + r0, (uint32_t)u->n_seq_tokens, u->n_kv,
                            st->mask + r0 * st->kv_max, st->kv_max, ith, nth);
+            if (u->kv_swa)
+                bk_kv_mask_f16(&u->streams[s]->swa->cells, st->pos + r0, (uint32_t)u->n_seq_tokens, u->n_kv_swa,
+                               st->mask_swa + r0 * st->kv_max, st->kv_max, ith, nth);
         }
     else if (u->row_seq)
         bk_kvu_mask_f16(&u->kv->cells, st->pos, u->row_seq, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith,
                         nth);
     else
         bk_kv_mask_f16(&u->kv->cells, st->pos, (uint32_t)u->n, u->n_kv, st->mask, st->kv_max, ith, nth);
-    if (u->kv_swa)
+    if (u->kv_swa && u->row_seq)
+        bk_kvu_mask_f16(&u->kv_swa->cells, st->pos, u->row_seq, (uint32_t)u->n, u->n_kv_swa, st->mask_swa, st->kv_max,
+                        ith, nth);
+    else if (u->kv_swa && !u->n_stream)
         bk_kv_mask_f16(&u->kv_swa->cells, st->pos, (uint32_t)u->n, u->n_kv_swa, st->mask_swa, st->kv_max, ith, nth);
     for (int t = ith; t < u->n; t += nth) {
         get_row(&u->w->tok_embd, u->tokens[t], st->x + (int64_t)t * cfg->n_embd);
@@ -584,8 +597,6 @@ void bk_fwd_rope_store(const bk_ubatch *u, int l, int ith, int nth) {
     }
 }
 
-static void attention_streams(const bk_ubatch *u, int l, int ith, int nth);
-
 void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, const uint32_t *idxs,
                           const float *rope, float q_scale, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
@@ -595,8 +606,10 @@ void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, cons
     const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
     const float eps = cfg->rms_eps;
     for (int t = ith; t < u->n; t += nth) {
-        /* the row's cache: its stream's with several streams (bk_fwd_decode_seqs), else kv */
-        const bk_kv_cache *c = u->n_stream ? u->streams[t / u->n_seq_tokens] : kv;
+        /* the row's cache: its stream's with several streams (bk_fwd_decode_seqs; the stream's SWA cache when kv
+         * is the ubatch's SWA one), else kv */
+        const bk_kv_cache *c = !u->n_stream ? kv
+            : kv == u->kv_swa ? u->streams[t / u->n_seq_tokens]->swa : u->streams[t / u->n_seq_tokens];
         const float *rc = rope + (int64_t)t * cfg->n_rot;
         float *q = st->q + t * nq, *k = st->k + t * nk;
         for (int h = 0; h < cfg->n_head; h++) {
@@ -622,7 +635,7 @@ void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, cons
 
 void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth) {
     if (u->n_stream) {
-        attention_streams(u, l, ith, nth);
+        bk_fwd_attention_streams(u, l, 0, u->cfg->kq_scale, ith, nth);
         return;
     }
     const bk_model_config *cfg = u->cfg;
@@ -666,22 +679,24 @@ void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth) {
  * cache's cells 0 .. n_kv-1 with its mask rows; never split-KV; the tiled path's row chunks are cut over every
  * stream's rows (bk_attn_f16_args n_stream, stream). No barrier between streams: their outputs are apart and
  * the one-chunk and tiled paths keep their scratch per thread. */
-static void attention_streams(const bk_ubatch *u, int l, int ith, int nth) {
+void bk_fwd_attention_streams(const bk_ubatch *u, int l, int swa, float scale, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     const bk_fwd_state *st = u->st;
     const int hd = cfg->head_dim, ns = u->n_seq_tokens;
     const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
+    const uint32_t n_kv = swa ? u->n_kv_swa : u->n_kv;
+    const uint16_t *mask = swa ? st->mask_swa : st->mask;
     for (int s = 0; s < u->n_stream; s++) {
-        const bk_kv_cache *kv = u->streams[s];
+        const bk_kv_cache *kv = swa ? u->streams[s]->swa : u->streams[s];
         const int64_t r0 = (int64_t)s * ns;
         if (u->q8) {
             const bk_attn_q8_0_args a = {
                 .n_tokens = ns, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
-                .n_kv = (int32_t)u->n_kv, .scale = cfg->kq_scale,
+                .n_kv = (int32_t)n_kv, .scale = scale,
                 .q = st->q + r0 * nq, .q_row = nq, .q_head = hd,
                 .k = bk_kv_cache_k(kv, l), .k_cell = (int64_t)kv->k_row_bytes, .k_head = hd / BK_QK * 34,
                 .v = bk_kv_cache_v(kv, l), .v_cell = (int64_t)kv->v_row_bytes, .v_head = hd / BK_QK * 34,
-                .mask = st->mask + r0 * st->kv_max, .mask_row = st->kv_max,
+                .mask = mask + r0 * st->kv_max, .mask_row = st->kv_max,
                 .out = st->att + r0 * nq, .out_row = nq, .out_head = hd,
                 .scratch = st->attn_scratch,
             };
@@ -690,12 +705,12 @@ static void attention_streams(const bk_ubatch *u, int l, int ith, int nth) {
         }
         const bk_attn_f16_args a = {
             .n_tokens = ns, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
-            .n_kv = (int32_t)u->n_kv, .scale = cfg->kq_scale, .oracle_nth = st->oracle_nth,
+            .n_kv = (int32_t)n_kv, .scale = scale, .oracle_nth = st->oracle_nth,
             .multi_stream = 1, .n_stream = u->n_stream, .stream = s,
             .q = st->q + r0 * nq, .q_row = nq, .q_head = hd,
             .k = (const uint16_t *)bk_kv_cache_k(kv, l), .k_cell = nk, .k_head = hd,
             .v = (const uint16_t *)bk_kv_cache_v(kv, l), .v_cell = nk, .v_head = hd,
-            .mask = st->mask + r0 * st->kv_max, .mask_row = st->kv_max,
+            .mask = mask + r0 * st->kv_max, .mask_row = st->kv_max,
             .out = st->att + r0 * nq, .out_row = nq, .out_head = hd,
             .scratch = st->attn_scratch,
         };
@@ -744,15 +759,14 @@ void bk_fwd_head(const bk_ubatch *u, int ith, int nth) {
     run_jobs(u->st, &v, &J, 1, 0, u->n_out, u->n_out, ith, nth);  /* a repacked Q4_K head included */
 }
 
-void bk_fwd_gather_outputs(const bk_ubatch *u, int ith, int nth) {
+void bk_fwd_gather_outputs(const bk_ubatch *u, float *a, int64_t a_row, int ith, int nth) {
     (void)nth;
     if (ith != 0) return;
-    const bk_model_config *cfg = u->cfg;
-    const int64_t E = cfg->n_embd, nq = (int64_t)cfg->n_head * cfg->head_dim;
+    const int64_t E = u->cfg->n_embd;
     for (int i = 0; i < u->n_out; i++) {
         const int64_t r = u->out_rows[i];
         if (r == i) continue;
-        memcpy(u->st->att + i * nq, u->st->att + r * nq, (size_t)nq * sizeof(float));
+        memcpy(a + i * a_row, a + r * a_row, (size_t)a_row * sizeof(float));
         memcpy(u->st->x + i * E, u->st->x + r * E, (size_t)E * sizeof(float));
     }
 }
@@ -826,16 +840,20 @@ int bk_fwd_decode_embd(const bk_model_config *cfg, const bk_model_weights *w, bk
 
 /* The graphs whose steps honour several sequences in a ubatch (bk_ubatch's n_stream / row_seq / out_rows). */
 static int multi_seq_graph(const bk_model_config *cfg) {
-    return cfg->arch == BK_ARCH_LLAMA || cfg->arch == BK_ARCH_QWEN3;
+    return cfg->arch == BK_ARCH_LLAMA || cfg->arch == BK_ARCH_QWEN3 || cfg->arch == BK_ARCH_GEMMA3;
 }
 
 static int seqs_checked(const bk_model_config *cfg, const bk_fwd_state *st, const bk_fwd_seq *seqs, int32_t n) {
-    /* the llama and qwen3 graphs honour several streams (forward_llama.c); Gemma 3's does not */
+    /* the llama, qwen3 and Gemma 3 graphs honour several streams (forward_llama.c, forward_gemma3.c) */
     if (n <= 0 || n > st->n_ubatch || n > BK_FWD_MAX_SEQ || !multi_seq_graph(cfg)) return BK_FWD_BAD_ARGS;
     unsigned char seen[BK_FWD_MAX_SEQ] = {0};
     for (int32_t i = 0; i < n; i++) {
         const bk_fwd_seq *q = &seqs[i];
-        if (!q->kv || !q->tokens || q->n <= 0 || q->pos0 < 0 || q->kv->swa || q->kv->size > st->kv_max)
+        if (!q->kv || !q->tokens || q->n <= 0 || q->pos0 < 0 || q->kv->size > st->kv_max) return BK_FWD_BAD_ARGS;
+        /* a model with sliding-window layers: every stream has its SWA cache (F16, as decode() wants it) */
+        if ((cfg->n_swa > 0) != (q->kv->swa != NULL) || (q->kv->swa && (!st->mask_swa || q->kv->type != BK_TYPE_F16)))
+            return BK_FWD_BAD_ARGS;
+        if (q->kv->swa && (q->kv->swa->size > st->kv_max || q->kv->swa->size != seqs[0].kv->swa->size))
             return BK_FWD_BAD_ARGS;
         if (q->kv->size != seqs[0].kv->size || q->kv->type != seqs[0].kv->type) return BK_FWD_BAD_ARGS;
         if (q->seq_id < 0 || q->seq_id >= BK_FWD_MAX_SEQ || seen[q->seq_id]) return BK_FWD_BAD_ARGS;
@@ -884,7 +902,7 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
             if (seqs[set[s]].n - taken[set[s]] < nst) nst = seqs[set[s]].n - taken[set[s]];
         const int nu = ns * nst;
         int n_o = 0;
-        uint32_t n_kv = 0;
+        uint32_t n_kv = 0, n_kv_swa = 0;
         for (int s = 0; s < ns; s++) {
             const bk_fwd_seq *q = &seqs[set[s]];
             const int r0 = s * nst;
@@ -892,7 +910,10 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
                 tok[r0 + j] = q->tokens[taken[set[s]] + j];
                 st->pos[r0 + j] = q->pos0 + taken[set[s]] + j;
             }
-            if (bk_kv_find_slot(&q->kv->cells, st->pos + r0, (uint32_t)nst, st->idxs + r0) != 0) {
+            /* llama_kv_cache_iswa: the stream's cells in its base and SWA caches, or the decode fails */
+            bk_kv_cache *sw = q->kv->swa;
+            if (bk_kv_find_slot(&q->kv->cells, st->pos + r0, (uint32_t)nst, st->idxs + r0) != 0
+                || (sw && bk_kv_find_slot(&sw->cells, st->pos + r0, (uint32_t)nst, st->idxs_swa + r0) != 0)) {
                 free(taken);
                 free(strm);
                 return BK_FWD_CACHE_FULL;
@@ -900,6 +921,11 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
             bk_kv_apply_ubatch(&q->kv->cells, st->idxs + r0, st->pos + r0, (uint32_t)nst);
             const uint32_t nk = bk_kv_n_kv(&q->kv->cells);  /* get_n_kv: the largest of the ubatch's streams */
             if (nk > n_kv) n_kv = nk;
+            if (sw) {
+                bk_kv_apply_ubatch(&sw->cells, st->idxs_swa + r0, st->pos + r0, (uint32_t)nst);
+                const uint32_t nks = bk_kv_n_kv(&sw->cells);
+                if (nks > n_kv_swa) n_kv_swa = nks;
+            }
             taken[set[s]] += nst;
             if (q->output && taken[set[s]] == q->n) {
                 out_rows[n_o] = r0 + nst - 1;
@@ -914,6 +940,9 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
             .logits = logits + (int64_t)outs * cfg->n_vocab,
             .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
             .attn_path = bk_attn_f16_path_streams(nu, (int32_t)n_kv, cfg->head_dim, ns > 1),
+            .kv_swa = strm[0]->swa, .n_kv_swa = n_kv_swa,
+            .attn_path_swa = strm[0]->swa ? bk_attn_f16_path_streams(nu, (int32_t)n_kv_swa, cfg->head_dim, ns > 1)
+                                          : 0,
         };
         if (ns > 1) {
             u.n_stream = ns;
@@ -933,28 +962,13 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
 
 /* ---------------------------------------------------------------- a unified cache (bk_fwd_decode_unified) */
 
-int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
-                          const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
-                          int32_t n, float *logits, int32_t *n_out) {
-    *n_out = 0;
-    if (n <= 0 || !multi_seq_graph(cfg) || !kv->cells.seq || kv->swa || kv->size > st->kv_max)
-        return BK_FWD_BAD_ARGS;
-    for (int32_t i = 0; i < n; i++)
-        if (seq[i] < 0 || seq[i] >= BK_FWD_MAX_SEQ || pos[i] < 0) return BK_FWD_BAD_ARGS;
-    const int nub = st->n_ubatch;
-    const uint32_t size = kv->size;
-    /* llama_kv_cache::prepare: every ubatch's cells found (and applied, to find the next ones) on the current
-     * cells, then the cells restored; the decode then applies them one ubatch at a time */
-    uint32_t *idxs = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
+/* llama_kv_cache::prepare with one stream: every split_simple ubatch's cells found (and applied, to find the next
+ * ones) on the current cells into idxs, then the cells restored; the decode applies them one ubatch at a time. */
+static int unified_prepare(bk_kv_cells *c, const int32_t *pos, const int32_t *seq, int32_t n, int nub,
+                           uint32_t *idxs) {
+    const uint32_t size = c->size;
     int32_t *saved = (int32_t *)malloc(sizeof(int32_t) * 2 * (size_t)size);
-    int32_t *out_rows = (int32_t *)malloc(sizeof(int32_t) * (size_t)nub);
-    if (!idxs || !saved || !out_rows) {
-        free(idxs);
-        free(saved);
-        free(out_rows);
-        return BK_FWD_NO_MEMORY;
-    }
-    bk_kv_cells *c = &kv->cells;
+    if (!saved) return BK_FWD_NO_MEMORY;
     memcpy(saved, c->pos, sizeof(int32_t) * size);
     memcpy(saved + size, c->seq, sizeof(int32_t) * size);
     const uint32_t head0 = c->head, used0 = c->used;
@@ -969,10 +983,41 @@ int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w,
     c->head = head0;
     c->used = used0;
     free(saved);
-    if (!fits) {
+    return fits ? BK_FWD_OK : BK_FWD_CACHE_FULL;
+}
+
+int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                          const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
+                          int32_t n, float *logits, int32_t *n_out) {
+    *n_out = 0;
+    if (n <= 0 || !multi_seq_graph(cfg) || !kv->cells.seq || kv->size > st->kv_max) return BK_FWD_BAD_ARGS;
+    /* a model with sliding-window layers: the unified SWA cache too (F16) */
+    bk_kv_cache *sw = kv->swa;
+    if ((cfg->n_swa > 0) != (sw != NULL) || (sw && (!sw->cells.seq || !st->mask_swa || kv->type != BK_TYPE_F16
+                                                    || sw->size > st->kv_max)))
+        return BK_FWD_BAD_ARGS;
+    for (int32_t i = 0; i < n; i++)
+        if (seq[i] < 0 || seq[i] >= BK_FWD_MAX_SEQ || pos[i] < 0) return BK_FWD_BAD_ARGS;
+    const int nub = st->n_ubatch;
+    /* llama_kv_cache::prepare: every ubatch's cells found (and applied, to find the next ones) on the current
+     * cells, then the cells restored; the decode then applies them one ubatch at a time */
+    uint32_t *idxs = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n * 2);
+    int32_t *out_rows = (int32_t *)malloc(sizeof(int32_t) * (size_t)nub);
+    if (!idxs || !out_rows) {
         free(idxs);
         free(out_rows);
-        return BK_FWD_CACHE_FULL;
+        return BK_FWD_NO_MEMORY;
+    }
+    uint32_t *idxs_swa = idxs + n;
+    bk_kv_cells *c = &kv->cells;
+    /* llama_kv_cache_iswa with one stream: split_simple's ubatches placed in the base cache, then in the SWA one;
+     * when either fails libllama tries split_equal, which bankml does not reproduce: CACHE_FULL */
+    int rc = unified_prepare(c, pos, seq, n, nub, idxs);
+    if (rc == BK_FWD_OK && sw) rc = unified_prepare(&sw->cells, pos, seq, n, nub, idxs_swa);
+    if (rc != BK_FWD_OK) {
+        free(idxs);
+        free(out_rows);
+        return rc;
     }
     const int q8 = kv->type == BK_TYPE_Q8_0;
     const int rot_k = q8 ? bk_attn_rot_k_size(cfg->head_dim) : 0;
@@ -984,9 +1029,15 @@ int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w,
         for (int t = 0; t < nu; t++) {
             st->pos[t] = pos[u0 + t];
             st->idxs[t] = idxs[u0 + t];
+            if (sw) st->idxs_swa[t] = idxs_swa[u0 + t];
         }
         bk_kvu_apply_ubatch(c, st->idxs, st->pos, seq + u0, (uint32_t)nu);
         const uint32_t n_kv = bk_kv_n_kv(c);
+        uint32_t n_kv_swa = 0;
+        if (sw) {
+            bk_kvu_apply_ubatch(&sw->cells, st->idxs_swa, st->pos, seq + u0, (uint32_t)nu);
+            n_kv_swa = bk_kv_n_kv(&sw->cells);
+        }
         int n_o = 0;
         for (int t = 0; t < nu; t++)
             if (output[u0 + t]) out_rows[n_o++] = t;
@@ -998,6 +1049,8 @@ int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w,
             .logits = logits + (int64_t)outs * cfg->n_vocab,
             .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
             .attn_path = bk_attn_f16_path(nu, (int32_t)n_kv, cfg->head_dim),
+            .kv_swa = sw, .n_kv_swa = n_kv_swa,
+            .attn_path_swa = sw ? bk_attn_f16_path(nu, (int32_t)n_kv_swa, cfg->head_dim) : 0,
             .out_rows = gather ? out_rows : NULL, .row_seq = seq + u0,
         };
 #pragma omp parallel num_threads(st->nth)

@@ -36,7 +36,9 @@ typedef struct bk_ubatch {
                               * output_all): the last layer goes on over every column and the final norm's
                               * output (t_embd) of token t lands at embd + t*n_embd; no logits */
     /* sliding-window layers (kv->swa; NULL / 0 otherwise): their cache, its n_kv and path; its cells are
-     * st->idxs_swa, its mask st->mask_swa, the RoPE cos/sin of its base st->rope_swa */
+     * st->idxs_swa, its mask st->mask_swa, the RoPE cos/sin of its base st->rope_swa. With several streams
+     * kv_swa is the first stream's (it only says the layers have one); stream s's is streams[s]->swa and n_kv_swa
+     * the largest of theirs */
     bk_kv_cache *kv_swa;
     uint32_t n_kv_swa;
     int attn_path_swa;
@@ -125,6 +127,10 @@ void bk_fwd_qk_norm_store(const bk_ubatch *u, int l, const bk_kv_cache *kv, cons
  * split-KV path with a barrier between its two phases) or the Q8_0 one. */
 void bk_fwd_attention(const bk_ubatch *u, int l, int ith, int nth);
 
+/* The same with several streams (u->n_stream), F16 or Q8_0: stream s's rows over its cache's cells (swa: its SWA
+ * cache's, with u->n_kv_swa and st->mask_swa), attention scaled by `scale`. */
+void bk_fwd_attention_streams(const bk_ubatch *u, int l, int swa, float scale, int ith, int nth);
+
 /* h = SWIGLU(gate, up) for columns c0 .. c0+nc-1, each thread on the rows of gate/up it computed (its rows start
  * at a multiple of 32: whole quantization blocks), prepared for the down projection's activation type. */
 void bk_fwd_swiglu(const bk_ubatch *u, const bk_matrix *down, int64_t c0, int nc, int ith, int nth);
@@ -136,8 +142,9 @@ void bk_fwd_embd_rows(const bk_ubatch *u, int ith, int nth);
  * of n_out columns). */
 void bk_fwd_head(const bk_ubatch *u, int ith, int nth);
 
-/* Several streams (u->out_rows): rows out_rows[i] of att and x move to row i (llama-graph's inp_out_ids
- * GET_ROWS, exact), by thread 0 in increasing i (a row's source is never below its destination). */
-void bk_fwd_gather_outputs(const bk_ubatch *u, int ith, int nth);
+/* Several streams (u->out_rows): rows out_rows[i] of a (a_row floats each: the attention output, or Gemma 3's
+ * projected one) and of x move to row i (llama-graph's inp_out_ids GET_ROWS, exact), by thread 0 in increasing i
+ * (a row's source is never below its destination). */
+void bk_fwd_gather_outputs(const bk_ubatch *u, float *a, int64_t a_row, int ith, int nth);
 
 #endif

@@ -11,7 +11,7 @@
  *     K, V cells of this ubatch in the layer's cache <- k, v (F16 RNE)                  (kv.h)
  *     a = FLASH_ATTN_EXT(q, K, V, mask_l, 1.0), heads concatenated                       (attention.h)
  *     y = wo a  (all n columns: the node's n decides Q4_K's gemm / gemv split)
- *     [last layer: only the output row goes on (inp_out_ids GET_ROWS after build_attn)]
+ *     [last layer: only the output rows go on (inp_out_ids GET_ROWS of y and x after build_attn)]
  *     x = RMS_NORM(y) * post_attention_norm + x
  *     h = RMS_NORM(x) * ffn_norm;  y = down(GEGLU(gate h, up h))                          (gelu.h)
  *     x = RMS_NORM(y) * post_ffw_norm + x
@@ -20,6 +20,12 @@
  * n_offset n_dims/2: the same contraction as NORMAL, rope.h). The query scale is cfg->kq_scale
  * (f_attention_scale, src/models/gemma3.cpp: 1/sqrt(n_embd_head_k)); attention itself scales by 1.
  * F16 cache only (forward_common.c refuses a Q8_0 one for a model with a SWA cache).
+ *
+ * Several sequences in one ubatch (bk_fwd_decode_seqs: u->n_stream streams, each with its base and SWA caches):
+ * the rows are those of the ubatch in stream order, each stream's K and V go into its own caches and its rows
+ * attend over them with their masks (FLASH_ATTN_EXT with ne[3] = streams, bk_fwd_attention_streams); on the last
+ * layer the output rows out_rows are gathered after wo (GET_ROWS of y and x), and the rest of the layer and the
+ * head run over those n_out columns.
  */
 #include "forward_common.h"
 
@@ -59,11 +65,38 @@ static void post_norm_add(const bk_ubatch *u, const float *w, int64_t c0, int nc
     }
 }
 
+/* att = FLASH_ATTN_EXT(q, K, V, mask, 1.0) over layer l's cache (the SWA one for a sliding-window layer), one
+ * stream: the F16 kernel, its split-KV path with a barrier between its two phases */
+static void gemma3_attention(const bk_ubatch *u, int l, int swa, int ith, int nth) {
+    const bk_model_config *cfg = u->cfg;
+    bk_fwd_state *st = u->st;
+    const int hd = cfg->head_dim;
+    const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
+    const bk_kv_cache *kv = swa ? u->kv_swa : u->kv;
+    uint16_t *kc = (uint16_t *)bk_kv_cache_k(kv, l), *vc = (uint16_t *)bk_kv_cache_v(kv, l);
+    const bk_attn_f16_args a = {
+        .n_tokens = u->n, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
+        .n_kv = (int32_t)(swa ? u->n_kv_swa : u->n_kv), .scale = 1.0f, .oracle_nth = st->oracle_nth,
+        .multi_stream = st->multi_stream,
+        .q = st->q, .q_row = nq, .q_head = hd,
+        .k = kc, .k_cell = nk, .k_head = hd,
+        .v = vc, .v_cell = nk, .v_head = hd,
+        .mask = swa ? st->mask_swa : st->mask, .mask_row = st->kv_max,
+        .out = st->att, .out_row = nq, .out_head = hd,
+        .scratch = st->attn_scratch,
+    };
+    bk_attn_f16(&a, ith, nth);
+    if ((swa ? u->attn_path_swa : u->attn_path) == BK_ATTN_SPLIT_KV) {
+#pragma omp barrier
+        bk_attn_f16_reduce(&a, ith, nth);
+    }
+}
+
 void bk_gemma3_ubatch(const bk_ubatch *u, int ith, int nth) {
     const bk_model_config *cfg = u->cfg;
     bk_fwd_state *st = u->st;
-    const int E = cfg->n_embd, F = cfg->n_ff, n = u->n, hd = cfg->head_dim;
-    const int64_t nq = (int64_t)cfg->n_head * hd, nk = (int64_t)cfg->n_head_kv * hd;
+    const int E = cfg->n_embd, F = cfg->n_ff, n = u->n;
+    const int64_t nq = (int64_t)cfg->n_head * cfg->head_dim;
     const float emb_scale = sqrtf((float)E), q_scale = cfg->kq_scale;
 
     bk_fwd_embed(u, ith, nth);
@@ -79,8 +112,9 @@ void bk_gemma3_ubatch(const bk_ubatch *u, int ith, int nth) {
         const bk_kv_cache *kv = swa ? u->kv_swa : u->kv;
         const uint32_t *idxs = swa ? st->idxs_swa : st->idxs;
         const float *rope = swa ? st->rope_swa : st->rope;
-        const int64_t c0 = last ? n - 1 : 0;
-        const int nc = last ? 1 : n;
+        /* the columns that go on after attention: all, or on the last layer the output rows only */
+        const int64_t c0 = last ? u->out_c0 : 0;
+        const int nc = last ? u->n_out : n;
 
         /* Q, K, V */
         bk_fwd_qkv_site(u, l, ith, nth);
@@ -88,30 +122,19 @@ void bk_gemma3_ubatch(const bk_ubatch *u, int ith, int nth) {
         /* per-head norms, RoPE, the query scale, K and V into the layer's cells */
         bk_fwd_qk_norm_store(u, l, kv, idxs, rope, q_scale, ith, nth);
 #pragma omp barrier
-        /* attention over the layer's cache */
-        uint16_t *kc = (uint16_t *)bk_kv_cache_k(kv, l), *vc = (uint16_t *)bk_kv_cache_v(kv, l);
-        const bk_attn_f16_args a = {
-            .n_tokens = n, .n_head = cfg->n_head, .n_head_kv = cfg->n_head_kv, .dk = hd, .dv = hd,
-            .n_kv = (int32_t)(swa ? u->n_kv_swa : u->n_kv), .scale = 1.0f, .oracle_nth = st->oracle_nth,
-            .multi_stream = st->multi_stream,
-            .q = st->q, .q_row = nq, .q_head = hd,
-            .k = kc, .k_cell = nk, .k_head = hd,
-            .v = vc, .v_cell = nk, .v_head = hd,
-            .mask = swa ? st->mask_swa : st->mask, .mask_row = st->kv_max,
-            .out = st->att, .out_row = nq, .out_head = hd,
-            .scratch = st->attn_scratch,
-        };
-        bk_attn_f16(&a, ith, nth);
-        if ((swa ? u->attn_path_swa : u->attn_path) == BK_ATTN_SPLIT_KV) {
-#pragma omp barrier
-            bk_attn_f16_reduce(&a, ith, nth);
-        }
+        /* attention over the layer's cache (each stream's own with several) */
+        if (u->n_stream) bk_fwd_attention_streams(u, l, swa, 1.0f, ith, nth);
+        else gemma3_attention(u, l, swa, ith, nth);
 #pragma omp barrier
         if (last && !u->want_logits) break;
 
         /* output projection over the ubatch's n columns, then the post-norm and the residual */
         mm_plain(u, &L->wo, st->att, nq, 0, n, st->y, E, ith, nth);
 #pragma omp barrier
+        if (last && u->out_rows) {
+            bk_fwd_gather_outputs(u, st->y, E, ith, nth);
+#pragma omp barrier
+        }
         post_norm_add(u, L->attn_post_norm, c0, nc, ith, nth);
 #pragma omp barrier
 

@@ -65,7 +65,7 @@ static void llama_graph(const bk_ubatch *u, int qk_norm, int ith, int nth) {
          * column's gemm or gemv follows its place among the n): then all n columns, gathered after */
         const int wo_all = last && bk_fwd_repacked_q4_K(&L->wo);
         if (last && u->out_rows && !wo_all) {
-            bk_fwd_gather_outputs(u, ith, nth);
+            bk_fwd_gather_outputs(u, st->att, nq, ith, nth);
 #pragma omp barrier
         }
         bk_fwd_site(u, &(const bk_site){
@@ -74,7 +74,7 @@ static void llama_graph(const bk_ubatch *u, int qk_norm, int ith, int nth) {
             ith, nth);
 #pragma omp barrier
         if (wo_all && u->out_rows) {
-            bk_fwd_gather_outputs(u, ith, nth);
+            bk_fwd_gather_outputs(u, st->att, nq, ith, nth);
 #pragma omp barrier
         }
 

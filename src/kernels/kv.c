@@ -65,14 +65,25 @@ uint32_t bk_kv_n_kv(const bk_kv_cells *c) {
     return n < c->size ? n : c->size;
 }
 
+/* The largest position of each sequence of a unified cache (-1 for none) */
+static void seq_pos_maxes(const bk_kv_cells *c, int32_t pmax[BK_KV_MAX_SEQ]) {
+    for (int s = 0; s < BK_KV_MAX_SEQ; s++) pmax[s] = -1;
+    for (uint32_t i = 0; i < c->size; i++)
+        if (c->pos[i] >= 0 && c->pos[i] > pmax[c->seq[i]]) pmax[c->seq[i]] = c->pos[i];
+}
+
 int bk_kv_find_slot(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens, uint32_t *idxs) {
     (void)pos; /* the positions of the ubatch do not enter the search (its causal test is disabled) */
     if (n_tokens > c->size) return -1;
     uint32_t head_cur = c->head;
     /* many free cells before head: search from the start */
     if (head_cur > c->used + 2 * n_tokens) head_cur = 0;
-    /* with a window, a cell whose position the sequence's next position no longer sees can be reused */
+    /* with a window, a cell whose position its sequence's next position no longer sees can be reused (a unified
+     * cache: the next position of the cell's own sequence) */
+    const int swa = c->swa_type != BK_SWA_NONE;
     const int32_t p_next = bk_kv_seq_pos_max(c) + 1;
+    int32_t pmax[BK_KV_MAX_SEQ];
+    if (swa && c->seq) seq_pos_maxes(c, pmax);
     uint32_t n_found = 0, n_tested = 0;
     while (1) {
         if (head_cur + 1 > c->size) {
@@ -83,7 +94,8 @@ int bk_kv_find_slot(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens,
         const uint32_t idx = head_cur++;
         n_tested++;
         int can_use = c->pos[idx] < 0;
-        if (!can_use && c->swa_type != BK_SWA_NONE && is_masked_swa(c->n_swa, c->swa_type, c->pos[idx], p_next))
+        if (!can_use && swa
+            && is_masked_swa(c->n_swa, c->swa_type, c->pos[idx], c->seq ? pmax[c->seq[idx]] + 1 : p_next))
             can_use = 1;
         if (can_use) idxs[n_found++] = idx;
         if (n_found == n_tokens) return 0;
@@ -166,11 +178,27 @@ void bk_kv_mask_f16(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens,
 
 void bk_kvu_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, const int32_t *seq,
                          uint32_t n_tokens) {
+    /* a cell bk_kv_find_slot gave that is not empty (a window's): the highest position overwritten per sequence */
+    int32_t pos_max_rm[BK_KV_MAX_SEQ];
+    int any_rm = 0;
     for (uint32_t i = 0; i < n_tokens; i++) {
         const uint32_t idx = idxs[i];
-        if (c->pos[idx] < 0) c->used++;  /* bk_kv_find_slot gives empty cells only (no window) */
+        if (c->pos[idx] < 0) {
+            c->used++;
+        } else {
+            if (!any_rm)
+                for (int s = 0; s < BK_KV_MAX_SEQ; s++) pos_max_rm[s] = -1;
+            any_rm = 1;
+            if (c->pos[idx] > pos_max_rm[c->seq[idx]]) pos_max_rm[c->seq[idx]] = c->pos[idx];
+        }
         c->pos[idx] = pos[i];
         c->seq[idx] = seq[i];
+    }
+    /* as bk_kv_apply_ubatch, per sequence: drop its positions below the highest one overwritten */
+    for (int s = 0; any_rm && s < BK_KV_MAX_SEQ; s++) {
+        if (pos_max_rm[s] < 0) continue;
+        const int32_t pmin = bk_kvu_seq_pos_min(c, s);
+        if (pmin >= 0 && pmin <= pos_max_rm[s]) bk_kvu_seq_rm(c, s, pmin, pos_max_rm[s] + 1);
     }
     if (n_tokens > 0) c->head = idxs[n_tokens - 1] + 1;
 }
@@ -206,12 +234,15 @@ int32_t bk_kvu_seq_pos_max(const bk_kv_cells *c, int32_t seq) {
 
 void bk_kvu_mask_f16(const bk_kv_cells *c, const int32_t *pos, const int32_t *seq, uint32_t n_tokens, uint32_t n_kv,
                      uint16_t *mask, int64_t mask_row, int ith, int nth) {
+    const int swa = c->swa_type != BK_SWA_NONE;
     for (uint32_t t = (uint32_t)ith; t < n_tokens; t += (uint32_t)nth) {
         const int32_t p1 = pos[t], s = seq[t];
         uint16_t *row = mask + (int64_t)t * mask_row;
         for (uint32_t j = 0; j < n_kv; j++) {
             const int32_t p0 = c->pos[j];
-            row[j] = p0 < 0 || c->seq[j] != s || p0 > p1 ? MASK_DROP : 0;
+            int drop = p0 < 0 || c->seq[j] != s || p0 > p1;
+            if (!drop && swa) drop = is_masked_swa(c->n_swa, c->swa_type, p0, p1);
+            row[j] = drop ? MASK_DROP : 0;
         }
     }
 }

@@ -35,6 +35,7 @@ enum bk_swa_type {
 };
 
 #define BK_KV_PAD 256  /* n_kv granularity (llama_kv_cache::get_n_kv, n_pad 1 -> 256) */
+#define BK_KV_MAX_SEQ 256  /* LLAMA_MAX_SEQ: a unified cache's sequence ids are 0 .. 255 */
 
 /* One sequence's cells. `pos` is caller-owned memory of `size` int32 (no allocation here). */
 typedef struct bk_kv_cells {
@@ -92,10 +93,13 @@ void bk_kv_mask_f16(const bk_kv_cells *c, const int32_t *pos, uint32_t n_tokens,
  * (llama_kv_cache::find_slot with one stream: the ubatch's tokens, whatever their sequences, take the first empty
  * cells from head, one by one, wrapping; head restarts at 0 when more than used + 2*n_tokens cells lie before it;
  * holes left by seq_rm are filled that way). n_kv is bk_kv_n_kv's (the highest used cell of any sequence, padded
- * to 256). No sliding window. */
+ * to 256). A unified SWA cache (Gemma 3's sliding-window layers under -kvu): a cell is also usable when its
+ * position is outside the window of its own sequence's largest position + 1, and the mask drops the cells outside
+ * each row's window. */
 
-/* Record the ubatch in the cells bk_kv_find_slot found (all empty): token t of sequence seq[t] at pos[t]; head
- * moves past the last one. */
+/* Record the ubatch in the cells bk_kv_find_slot found: token t of sequence seq[t] at pos[t]; head moves past the
+ * last one. A cell that held a position (a SWA cache's, out of its sequence's window) is overwritten, and that
+ * sequence then loses every position up to the highest one overwritten (apply_ubatch's purge, per sequence). */
 void bk_kvu_apply_ubatch(bk_kv_cells *c, const uint32_t *idxs, const int32_t *pos, const int32_t *seq,
                          uint32_t n_tokens);
 
@@ -108,7 +112,8 @@ int32_t bk_kvu_seq_pos_min(const bk_kv_cells *c, int32_t seq);
 int32_t bk_kvu_seq_pos_max(const bk_kv_cells *c, int32_t seq);
 
 /* The F16 KQ mask of a unified cache (set_input_kq_mask, one stream): row t (sequence seq[t] at pos[t]) keeps cell j
- * when it holds seq[t] at a position <= pos[t], else -inf. Rows t = ith, ith+nth, ... by thread ith. */
+ * when it holds seq[t] at a position <= pos[t] (and, SWA cells, inside the window of pos[t]), else -inf. Rows
+ * t = ith, ith+nth, ... by thread ith. */
 void bk_kvu_mask_f16(const bk_kv_cells *c, const int32_t *pos, const int32_t *seq, uint32_t n_tokens, uint32_t n_kv,
                      uint16_t *mask, int64_t mask_row, int ith, int nth);
 

@@ -392,7 +392,7 @@ cdef class _KVCache:
         self.have = False
 
     def __init__(self, _Forward forward, unsigned int n_cells, str kv_type="f16", unsigned int n_swa=0,
-                 str swa_type="none", bint swa_full=False, str rope="normal"):
+                 str swa_type="none", bint swa_full=False, str rope="normal", int n_seq=1):
         if rope not in ("normal", "neox"):
             raise ValueError(f"rope type {rope!r}: normal or neox")
         if kv_type not in KV_TYPES:
@@ -414,9 +414,10 @@ cdef class _KVCache:
             if kv_type != "f16":
                 raise ValueError(f"a {kv_type} KV cache for a model with sliding-window layers: only f16 is "
                                  "reproduced by bankml yet")
-            # --swa-full: the SWA cache gets every cell of the base one (min(size, n_swa + size) padded = size)
+            # --swa-full: the SWA cache gets every cell of the base one (min(size, n_swa + size) padded = size);
+            # n_seq: the sequences the stream holds (a unified cache's n_seq_max)
             rc = bk_kv_cache_alloc_swa(&self.kv, &forward.cfg,
-                                       <int32_t>n_cells if swa_full else forward.st.n_ubatch)
+                                       <int32_t>n_cells if swa_full else forward.st.n_ubatch, n_seq)
             if rc == BK_FWD_NO_MEMORY:
                 raise MemoryError(f"a sliding-window KV cache for {n_cells} cells")
             if rc != BK_FWD_OK:
@@ -532,12 +533,13 @@ cdef class _KVCache:
         _state_rows(s, idx, data, False)
 
     def make_unified(self):
-        """Turn this empty cache into a unified one: each cell holds one of several sequences (kv.h bk_kvu_*)."""
+        """Turn this empty cache (and its sliding-window one) into a unified one: each cell holds one of several
+        sequences (kv.h bk_kvu_*)."""
         rc = bk_kv_cache_make_unified(&self.kv)
         if rc == BK_FWD_NO_MEMORY:
             raise MemoryError("the cells' sequence ids")
         if rc != BK_FWD_OK:
-            raise ValueError("only an empty cache without a sliding window can be made unified")
+            raise ValueError("only an empty cache can be made unified")
 
     @property
     def unified(self):
@@ -555,10 +557,13 @@ cdef class _KVCache:
         return np.array(<int32_t[:self.kv.size]>self.kv.cells.seq, dtype=np.int32)
 
     def useq_rm(self, int seq, int p0=-1, int p1=-1):
-        """llama_memory_seq_rm(seq, p0, p1) on a unified cache (seq -1: every sequence)."""
+        """llama_memory_seq_rm(seq, p0, p1) on a unified cache (seq -1: every sequence), in its sliding-window
+        cache too when it has one (llama_kv_cache_iswa::seq_rm)."""
         if self.kv.cells.seq == NULL:
             raise ValueError("not a unified cache")
         bk_kvu_seq_rm(&self.kv.cells, seq, p0, p1)
+        if self.kv.swa != NULL:
+            bk_kvu_seq_rm(&(<bk_kv_cache *>self.kv.swa).cells, seq, p0, p1)
 
     def useq_pos_max(self, int seq):
         if self.kv.cells.seq == NULL:
@@ -569,6 +574,12 @@ cdef class _KVCache:
         if self.kv.cells.seq == NULL:
             raise ValueError("not a unified cache")
         return bk_kvu_seq_pos_min(&self.kv.cells, seq)
+
+    def useq_swa_pos_min(self, int seq):
+        """The sequence's smallest position in the unified sliding-window cache (-1: none)."""
+        if self.kv.swa == NULL or self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache with a sliding-window part")
+        return bk_kvu_seq_pos_min(&(<bk_kv_cache *>self.kv.swa).cells, seq)
 
     def useq_state(self, int seq):
         """(positions, bytes) of sequence seq's cells in cell order, as llama_state_seq_get_data writes one sequence

@@ -73,9 +73,12 @@ def split_equal(seqs, n_ubatch: int):
 # F16 differs: ggml takes another kernel for several columns.
 MULTI_CHOICE_WEIGHTS = frozenset({"Q4_1", "Q8_0"})
 
-# the graphs whose ubatch holds several sequences (forward_llama.c: several KV streams, a unified cache's rows):
-# decode_batch, new_unified_cache and decode_unified refuse the others
-MULTI_SEQ_ARCHS = frozenset({"llama", "qwen3"})
+# the graphs whose ubatch holds several sequences' KV streams (forward_llama.c, forward_gemma3.c: each sequence its
+# own caches, Gemma 3's base and sliding-window ones): decode_batch refuses the others
+MULTI_SEQ_ARCHS = frozenset({"llama", "qwen3", "gemma3"})
+# the graphs whose ubatch holds a unified cache's rows (several sequences in one stream): new_unified_cache and
+# decode_unified refuse the others
+UNIFIED_ARCHS = frozenset({"llama", "qwen3", "gemma3"})
 
 
 @dataclass(frozen=True)
@@ -292,16 +295,18 @@ class UnifiedCache:
     """llama-server's unified KV cache (`-kvu`, and `-np auto`): one stream of n_ctx cells (a multiple of 256) that
     every sequence shares, each cell holding one sequence's position (llama_kv_cache with kv_unified, one
     stream). A sequence's tokens take the first empty cells from the search head, so sequences interleave and
-    fill the holes seq_rm leaves (docs/engine.md "A unified cache"). Decode with Model.decode_unified. The llama
-    and qwen3 graphs only; no context shift, no seq_cp (one sequence per cell); one sequence's save/restore
-    through seq(seq_id) (UnifiedSeq)."""
+    fill the holes seq_rm leaves (docs/engine.md "A unified cache"). Decode with Model.decode_unified. The llama,
+    qwen3 and gemma3 graphs (UNIFIED_ARCHS); no context shift, no seq_cp (one sequence per cell); one sequence's
+    save/restore through seq(seq_id) (UnifiedSeq), not with sliding-window layers. A model with sliding-window
+    layers (Gemma 3) gets a unified sliding-window cache beside it, as llama_kv_cache_iswa makes it for n_seq_max
+    sequences: pad(min(n_ctx, n_swa * n_seq_max + n_ubatch), 256) cells (n_ctx with --swa-full)."""
 
-    def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16"):
+    def __init__(self, model: "Model", n_ctx: int, cache_type: str = "f16", n_seq_max: int = 1):
         if cache_type not in CACHE_TYPES:
             raise ValueError(f"cache type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}")
         self.n_ctx = n_ctx
         self.cache_type = cache_type
-        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type)
+        self._c = _forward._KVCache(model._fwd, n_ctx, cache_type, swa_full=model.swa_full, n_seq=n_seq_max)
         self._c.make_unified()
 
     def n_past(self, seq_id: int) -> int:
@@ -344,6 +349,15 @@ class UnifiedCache:
     def seq(self, seq_id: int) -> "UnifiedSeq":
         """One sequence of this cache seen as a slot's cache (UnifiedSeq)."""
         return UnifiedSeq(self, seq_id)
+
+    @property
+    def swa_size(self) -> int:
+        """Cells of the unified sliding-window cache (0: the model has no sliding-window layers)."""
+        return self._c.swa_size
+
+    def swa_seq_pos_min(self, seq_id: int) -> int:
+        """The sequence's smallest position in the sliding-window cache (-1: none there)."""
+        return self._c.useq_swa_pos_min(int(seq_id))
 
     def state_size(self, n_cells: int = 1) -> int:
         """Bytes of a sequence's saved state for n_cells cells (K and V rows of every layer)."""
@@ -389,8 +403,14 @@ class UnifiedSeq:
     def shift(self, n_keep: int, n_discard: int) -> None:
         raise NotImplementedError("a context shift on a unified KV cache is not reproduced by bankml yet")
 
+    def _no_swa(self) -> None:
+        if self.cache.swa_size:
+            raise NotImplementedError("saving or restoring one sequence of a unified cache with sliding-window "
+                                      "layers is not reproduced by bankml yet")
+
     def save(self) -> CacheState:
         """The sequence's cells in cell order (positions: the position each holds, always set)."""
+        self._no_swa()
         pos, data = self.cache._c.useq_state(self.seq_id)
         state = CacheState(data)
         state.positions = tuple(int(p) for p in pos)
@@ -400,6 +420,7 @@ class UnifiedSeq:
         """llama_state_seq_set_data into this sequence: its cells are dropped, the saved ones (in their saved
         order, positions from state.positions, else 0 .. n-1) take the cells find_slot gives them. ContextFull
         when there is no room (the sequence then holds nothing, as in libllama)."""
+        self._no_swa()
         row = self.state_size(1)
         if len(state) % row:
             raise ValueError(f"{len(state)} bytes are not a saved state of this cache")
@@ -530,7 +551,9 @@ class Model:
         its last token's logits are wanted (default all). Returns per item a float32[n_vocab] copy of those
         logits, or None. Refuses before touching any cache: PositionMismatch, ContextFull, InvalidToken,
         ValueError (no items, a repeated seq_id or cache, caches of different sizes or types, more items than
-        n_ubatch), NotImplementedError (a graph other than llama's and qwen3's, a sliding-window cache)."""
+        n_ubatch), NotImplementedError (a graph other than llama's, qwen3's and Gemma 3's). A model with
+        sliding-window layers (Gemma 3) places each sequence in its cache's base and SWA parts as
+        llama_kv_cache_iswa does with one stream per sequence."""
         items = list(items)
         outputs = [True] * len(items) if outputs is None else [bool(o) for o in outputs]
         if not items or len(outputs) != len(items):
@@ -538,16 +561,14 @@ class Model:
                              "flag per item")
         if self._fwd.arch not in MULTI_SEQ_ARCHS:
             raise NotImplementedError(f"several sequences in one decode of a {self._fwd.arch} model are not "
-                                      "reproduced by bankml yet (only the llama and qwen3 graphs gather several "
-                                      "streams)")
+                                      "reproduced by bankml yet (only the llama, qwen3 and gemma3 graphs gather "
+                                      "several streams)")
         if len(items) > self.n_ubatch:
             raise ValueError(f"{len(items)} sequences in one decode: at most n_ubatch ({self.n_ubatch})")
         seq_ids, caches, arrays, positions = [], [], [], []
         for seq_id, cache, tokens, pos in items:
             if not 0 <= int(seq_id) < 256:
                 raise ValueError(f"seq_id {seq_id}: 0 .. 255 (LLAMA_MAX_SEQ)")
-            if cache.has_swa:
-                raise NotImplementedError("several sequences in one decode over a sliding-window cache")
             seq_ids.append(int(seq_id))
             caches.append(cache)
             arrays.append(self._checked(tokens, pos, cache))
@@ -567,16 +588,20 @@ class Model:
             result[int(i)] = row.copy()
         return result
 
-    def new_unified_cache(self, n_ctx: int | None = None, cache_type: str | None = None) -> UnifiedCache:
+    def new_unified_cache(self, n_ctx: int | None = None, cache_type: str | None = None,
+                          n_seq_max: int = 1) -> UnifiedCache:
         """A unified KV cache (llama-server -kvu / -np auto) of n_ctx cells (<= the model's n_ctx) over these
-        weights. The llama and qwen3 graphs only (NotImplementedError otherwise, as decode_batch)."""
-        if self._fwd.arch not in MULTI_SEQ_ARCHS:
+        weights. The llama, qwen3 and gemma3 graphs only (UNIFIED_ARCHS; NotImplementedError otherwise).
+        n_seq_max: the sequences it serves (-np), which size a sliding-window cache (UnifiedCache)."""
+        if self._fwd.arch not in UNIFIED_ARCHS:
             raise NotImplementedError(f"a unified KV cache for a {self._fwd.arch} model is not reproduced by bankml "
                                       "yet (only the llama and qwen3 graphs)")
         n = self.n_ctx if n_ctx is None else pad_ctx(n_ctx)
         if n <= 0 or n > self.n_ctx:
             raise ValueError(f"a cache of {n} cells: 1 .. {self.n_ctx} (the model's n_ctx)")
-        return UnifiedCache(self, n, cache_type or self.cache.cache_type)
+        if n_seq_max < 1:
+            raise ValueError(f"n_seq_max {n_seq_max}: at least 1")
+        return UnifiedCache(self, n, cache_type or self.cache.cache_type, n_seq_max)
 
     def decode_unified(self, cache: UnifiedCache, items, outputs=None) -> list[np.ndarray | None]:
         """One llama_decode over a unified cache, as llama-server's update_slots gathers a step with -kvu or

@@ -46,7 +46,7 @@ cdef extern from "forward.h" nogil:
     int bk_kv_cache_alloc(bk_kv_cache *kv, const bk_model_config *cfg, uint32_t n_cells, int32_t kv_type,
                           uint32_t n_swa, int32_t swa_type)
     void bk_kv_cache_free(bk_kv_cache *kv)
-    int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch)
+    int bk_kv_cache_alloc_swa(bk_kv_cache *kv, const bk_model_config *cfg, int32_t n_ubatch, int32_t n_seq)
     int bk_kv_cache_make_unified(bk_kv_cache *kv)
     uint8_t *bk_kv_cache_k(const bk_kv_cache *kv, int layer)
     uint8_t *bk_kv_cache_v(const bk_kv_cache *kv, int layer)

@@ -36,7 +36,8 @@ runs whole between steps once a slot is idle; a slot save / restore / erase wait
 
 Served one at a time instead (for_context returns None): one slot (-np 1), a unified KV cache that
 slots.unified_refusal names (a model other than llama and qwen3, embeddings), and models whose graph
-Model.decode_batch does not gather (other than llama and qwen3: bankml.engine.model.MULTI_SEQ_ARCHS).
+Model.decode_batch does not gather (bankml.engine.model.MULTI_SEQ_ARCHS; a model with sliding-window layers, which
+it gathers, never gets here with several slots: context._swa_refusal).
 
 With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt) at P,
 ...` (D rows of slot I from position P, in the batch's order); with the unified cache's own debug lines (`kv:

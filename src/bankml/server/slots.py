@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..cxx.cfloat import f32
-from ..engine.model import MULTI_SEQ_ARCHS
+from ..engine.model import UNIFIED_ARCHS
 from ..errors import ContextFull
 from . import energy
 
@@ -285,14 +285,14 @@ class Metrics:
 
 def unified_refusal(ctx) -> str | None:
     """Why this server's slots do not share one unified KV cache (None: they do, on Model.new_unified_cache):
-    no unified cache asked, one slot (a unified cache of one sequence is a cache of its own), a graph other than
-    llama's and qwen3's (model.MULTI_SEQ_ARCHS: decode_unified's), embeddings (their unified placement is not
-    reproduced)."""
+    no unified cache asked, one slot (a unified cache of one sequence is a cache of its own), a graph
+    Model.decode_unified does not take (model.UNIFIED_ARCHS), embeddings (their unified placement is not
+    reproduced). A model with sliding-window layers never gets here with several slots (context._swa_refusal)."""
     if not ctx.kv_unified:
         return "a split KV cache"
     if ctx.n_slots <= 1:
         return "one slot"
-    if ctx.header.architecture not in MULTI_SEQ_ARCHS:
+    if ctx.header.architecture not in UNIFIED_ARCHS:
         return f"one unified stream for a {ctx.header.architecture} model is not reproduced by bankml yet"
     if ctx.cfg.embedding:
         return "embeddings on a unified KV cache are served with a cache per slot"
@@ -311,7 +311,8 @@ class SlotPool:
         # llama-server's unified KV cache (-kvu, -np auto) with several slots: one stream shared by every slot, each
         # slot its sequence (seq id = slot id); else (one slot, a split cache, or what unified_refusal names) each
         # slot has its own cache
-        self.unified = model.new_unified_cache(ctx.n_ctx_slot) if unified_refusal(ctx) is None else None
+        unified = unified_refusal(ctx) is None
+        self.unified = model.new_unified_cache(ctx.n_ctx_slot, n_seq_max=ctx.n_slots) if unified else None
         for i in range(ctx.n_slots):
             if self.unified is not None:
                 cache = self.unified.seq(i)
