@@ -1,6 +1,8 @@
 """The forward pass against llama-server b11192 `-t 2`, side by side in one run: prefill of a 484-token prompt and
 greedy decode of 128 tokens after it, SmolLM2-135M-Instruct Q4_1 (the default model; BANKML_BENCH_MODEL=f16 or
-q8_0 for the derived files), and the peak RSS of both processes.
+q8_0 for the derived files, gemma3 for Gemma 3 270M Q4_K_M, llama-1b for the synthetic 1B model in Q4_K_M), and
+the peak RSS of both processes. The prompt is the same 484 token ids for every model (valid ids in Gemma 3's
+vocabulary too: speed does not depend on what they mean).
 
     python -m pytest tests/bench/test_bench_engine.py --benchmark-only -s
 
@@ -43,7 +45,10 @@ PROMPT = _prompt()
 @pytest.fixture(scope="module")
 def model_path(request):
     which = os.environ.get("BANKML_BENCH_MODEL", "q4_1")
-    name = {"q4_1": "smollm2_path", "f16": "smollm2_f16_path", "q8_0": "smollm2_q8_0_path"}[which]
+    if which == "llama-1b":     # the synthetic 1B model in Q4_K_M (bankml.models.synth, the records' file)
+        return request.getfixturevalue("synth_q4_k_m")("llama-1b", "Q4_1")
+    name = {"q4_1": "smollm2_path", "f16": "smollm2_f16_path", "q8_0": "smollm2_q8_0_path",
+            "gemma3": "gemma3_path"}[which]
     return request.getfixturevalue(name)
 
 
