@@ -180,7 +180,10 @@ def _evaluate(ctx, slot, task: EmbeddingTask):
             worker.new_id()
         first = False
         chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
-        rows = model.embed(chunk, len(slot.tokens), cache=slot.cache)
+        if pool.unified is not None:        # -np auto, -kvu: the slot's sequence in the shared stream
+            rows = model.embed_unified(pool.unified, [(slot.id, chunk, len(slot.tokens))], "none")[0]
+        else:
+            rows = model.embed(chunk, len(slot.tokens), cache=slot.cache)
         slot.tokens.extend(chunk)
         pool.metrics.decoded(len(chunk), prompt=True)
     return _result(model, task, rows if pooling == "none" else model.pool(rows, pooling))
@@ -309,7 +312,10 @@ def _group_step(ctx, runs: list, release) -> None:
         size += n
     pooling = "rank" if runs[0].task.rerank else runs[0].task.pooling
     for view in _views(batch, n_batch):
-        got = model.embed_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view], pooling)
+        if pool.unified is not None:            # -np auto, -kvu: one stream, split_simple (Model.embed_unified)
+            got = model.embed_unified(pool.unified, [(r.slot.id, t, pos) for r, t, pos, _, _ in view], pooling)
+        else:                                   # a stream per slot, split_equal
+            got = model.embed_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view], pooling)
         for r, t, _, _, _ in view:
             r.slot.tokens.extend(t)
         pool.metrics.decoded(sum(len(v[1]) for v in view), prompt=True)
