@@ -127,3 +127,13 @@ def test_embed_unified_one_sequence_is_embed(smollm2_path):
         with pytest.raises(ValueError, match="twice"):
             m.embed_unified(u, [(0, toks, 5), (0, toks, 5)], "mean")
         assert u.used == 13
+
+
+def test_unified_vectors_differ_from_split_ones():
+    """What the unified sessions show: for the same request, mean, cls and rank answers at -np auto differ from the
+    split cache's at -np 4 (one stream's rows, masks and pooling are not split_equal's), so the replay of both
+    checks two placements."""
+    answers = {s["name"]: {r["body"]: r.get("answer") for r in s["requests"]} for s in SESSIONS}
+    for unified, split in (("mean-auto", "mean-np4"), ("cls-auto", "cls-np4"), ("rerank-auto", "rerank-np4")):
+        differ = [b for b, a in answers[unified].items() if b in answers[split] and a != answers[split][b]]
+        assert len(differ) >= 5, (unified, split)
