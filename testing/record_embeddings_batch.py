@@ -107,16 +107,16 @@ SESSIONS = [
     # a unified KV cache: -np -1 (auto, llama-server's default: 4 slots, -kvu) and -np 2 -kvu; every slot's sequence
     # in one stream, the batch's rows placed by find_slot and pooled per ubatch
     # (fewer requests than the split-cache sessions: the record's replay stays short)
-    ("mean-auto", _np(-1, ["--embeddings", "--pooling", "mean"]), lambda: pooled_requests()[:10]),
-    ("cls-auto", _np(-1, ["--embeddings", "--pooling", "cls"]), lambda: pooled_requests()[:8]),
-    ("last-auto", _np(-1, ["--embeddings", "--pooling", "last"]), lambda: pooled_requests()[:8]),
+    ("mean-auto", _np(-1, ["--embeddings", "--pooling", "mean"]), lambda: pooled_requests()[:8]),
+    ("cls-auto", _np(-1, ["--embeddings", "--pooling", "cls"]), lambda: pooled_requests()[:5]),
+    ("last-auto", _np(-1, ["--embeddings", "--pooling", "last"]), lambda: pooled_requests()[:5]),
     ("last-auto-b64", _np(-1, ["--embeddings", "--pooling", "last", "-b", "64", "-ub", "64"]),
-     lambda: pooled_requests()[:12]),
+     lambda: pooled_requests()[:8]),
     ("mean-auto-b64", _np(-1, ["--embeddings", "--pooling", "mean", "-b", "64", "-ub", "64"]),
      lambda: pooled_requests()[:8]),
     ("none-auto", _np(-1, ["--embeddings", "--pooling", "none"]), none_requests),
     ("rerank-auto", _np(-1, ["--reranking"]), rerank_requests),
-    ("mean-np2-kvu", _np(2, ["--embeddings", "--pooling", "mean", "-kvu"]), lambda: pooled_requests()[:6]),
+    ("mean-np2-kvu", _np(2, ["--embeddings", "--pooling", "mean", "-kvu"]), lambda: pooled_requests()[:5]),
     ("rerank-np2-kvu", _np(2, ["--reranking", "-kvu"]), lambda: rerank_requests()[:4]),
 ]
 
