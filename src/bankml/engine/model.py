@@ -705,9 +705,9 @@ class Model:
                 vecs = _forward.pool_mean_rows(urows, np.array([idx[int(s)] for s in useq], dtype=np.int32),
                                                len(ids))
             else:
-                pick = [(np.nonzero(useq == s)[0][-1] if pooling == "last" else np.nonzero(useq == s)[0][0])
-                        for s in ids]
-                vecs = urows[pick]
+                # cls / rank: the sequence's row at its smallest position in the ubatch, last: at its largest
+                at = [np.flatnonzero(useq == s) for s in ids]
+                vecs = urows[[r[-1] if pooling == "last" else r[0] for r in at]]
             for s in ids:
                 k = idx[s]
                 if pooling == "rank":
