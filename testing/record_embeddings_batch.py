@@ -1,6 +1,6 @@
 """Records llama-server b11192 answering embedding and rerank requests of several inputs on several slots (`-np 2`,
-3 and 4 on the split KV cache: each input gets its own slot and their prompts are decoded together, several
-sequences in one ubatch) into tests/oracle/server/embeddings_batch.json, replayed in order against a fresh
+3 and 4 on the split KV cache, `-np -1` (auto: 4 slots on a unified KV cache) and `-np 2 -kvu`: each input gets its
+own slot and their prompts are decoded together, several sequences in one ubatch) into tests/oracle/server/embeddings_batch.json, replayed in order against a fresh
 bankml-serve by tests/test_embeddings_batch.py. Developer tool: needs the oracle build.
 
     PYTHONPATH=. python testing/record_embeddings_batch.py
@@ -104,6 +104,20 @@ SESSIONS = [
     ("rerank-np2", _np(2, ["--reranking"]), rerank_requests),
     ("rerank-np3", _np(3, ["--reranking"]), rerank_requests),
     ("rerank-np4", _np(4, ["--reranking"]), rerank_requests),
+    # a unified KV cache: -np -1 (auto, llama-server's default: 4 slots, -kvu) and -np 2 -kvu; every slot's sequence
+    # in one stream, the batch's rows placed by find_slot and pooled per ubatch
+    # (fewer requests than the split-cache sessions: the record's replay stays short)
+    ("mean-auto", _np(-1, ["--embeddings", "--pooling", "mean"]), lambda: pooled_requests()[:8]),
+    ("cls-auto", _np(-1, ["--embeddings", "--pooling", "cls"]), lambda: pooled_requests()[:5]),
+    ("last-auto", _np(-1, ["--embeddings", "--pooling", "last"]), lambda: pooled_requests()[:5]),
+    ("last-auto-b64", _np(-1, ["--embeddings", "--pooling", "last", "-b", "64", "-ub", "64"]),
+     lambda: pooled_requests()[:8]),
+    ("mean-auto-b64", _np(-1, ["--embeddings", "--pooling", "mean", "-b", "64", "-ub", "64"]),
+     lambda: pooled_requests()[:8]),
+    ("none-auto", _np(-1, ["--embeddings", "--pooling", "none"]), none_requests),
+    ("rerank-auto", _np(-1, ["--reranking"]), rerank_requests),
+    ("mean-np2-kvu", _np(2, ["--embeddings", "--pooling", "mean", "-kvu"]), lambda: pooled_requests()[:5]),
+    ("rerank-np2-kvu", _np(2, ["--reranking", "-kvu"]), lambda: rerank_requests()[:4]),
 ]
 
 

@@ -6,8 +6,8 @@ path of the recording machine read as this one's. A completion after embeddings 
 token counts (its timings differ by nature).
 
 Also: the real `openai` client's embeddings.create (which asks for base64) decodes to the recorded vectors'
-bits; the refusals bankml adds where llama-server's answer is not reproduced (several inputs on a unified KV
-cache, embeddings under rank pooling) say why.
+bits; the refusals bankml adds where llama-server's answer is not reproduced (embeddings under rank pooling, an empty
+rerank) say why.
 """
 
 from __future__ import annotations
@@ -111,16 +111,7 @@ def test_openai_client_embeddings(smollm2_path):
 @pytest.mark.slow
 def test_refusals_name_their_reason(smollm2_path):
     """Where llama-server's answer is not reproduced, a 501 that says why."""
-    # several inputs on a unified KV cache (-kvu; a split one decodes them together: test_embeddings_batch.py)
-    argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", "-np", "2", "-kvu", "--embeddings", "--pooling",
-            "mean"]
-    with sr.BankmlServe(argv) as srv:
-        status, _, body = _post(srv.port, "/v1/embeddings", json.dumps({"input": ["one", "two"]}))
-        err = json.loads(body)["error"]
-        assert status == 501 and err["type"] == "not_supported_error"
-        assert "2 inputs with 2 slots" in err["message"] and "unified KV cache" in err["message"]
-        status, _, body = _post(srv.port, "/v1/embeddings", json.dumps({"input": ["one"]}))
-        assert status == 200 and len(json.loads(body)["data"]) == 1
+    # (several inputs on several slots, split or unified KV cache: replayed by test_embeddings_batch.py)
     argv = ["-m", str(smollm2_path), "-t", "2", "-c", "4096", "-np", "1", "--reranking"]
     with sr.BankmlServe(argv) as srv:
         status, _, body = _post(srv.port, "/embeddings", json.dumps({"input": "x"}))

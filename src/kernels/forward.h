@@ -254,4 +254,13 @@ int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w,
                           const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
                           int32_t n, float *logits, int32_t *n_out);
 
+/* bk_fwd_decode_unified with embeddings on (llama-server --embeddings at -np auto or -kvu): the same split_simple
+ * ubatches, cells and masks, every row an output (llama-context.cpp decode: output_all), so each ubatch's last layer
+ * runs over all its columns and the final norm's output (t_embd) of token i lands at embd + i*n_embd
+ * (float[n][n_embd], the caller's, batch order); no logits. Pooling is the caller's, per ubatch of n_ubatch rows
+ * (pool.h bk_pool_mean_rows). The llama graph only, without a sliding-window cache. Same returns. */
+int bk_fwd_decode_embd_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
+                               bk_fwd_state *st, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                               int32_t n, float *embd);
+
 #endif

@@ -949,7 +949,7 @@ int bk_fwd_decode_seqs(const bk_model_config *cfg, const bk_model_weights *w, bk
         bk_ubatch u = {
             .cfg = cfg, .w = w, .kv = strm[0], .st = st, .tokens = tok, .n = nu, .n_kv = n_kv,
             .want_logits = n_o > 0, .n_out = n_o, .out_c0 = ns == 1 ? nu - 1 : 0,
-            .logits = logits + (int64_t)outs * cfg->n_vocab,
+            .logits = logits ? logits + (int64_t)outs * cfg->n_vocab : NULL,
             .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
             .attn_path = bk_attn_f16_path_streams(nu, (int32_t)n_kv, cfg->head_dim, ns > 1),
             .kv_swa = strm[0]->swa, .n_kv_swa = n_kv_swa,
@@ -998,9 +998,11 @@ static int unified_prepare(bk_kv_cells *c, const int32_t *pos, const int32_t *se
     return fits ? BK_FWD_OK : BK_FWD_CACHE_FULL;
 }
 
-int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+/* bk_fwd_decode_unified, and with embd (bk_fwd_decode_embd_unified) every row an output whose t_embd lands in embd
+ * (output and logits unused) */
+static int decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
                           const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
-                          int32_t n, float *logits, int32_t *n_out) {
+                          int32_t n, float *logits, int32_t *n_out, float *embd) {
     *n_out = 0;
     if (n <= 0 || !multi_seq_graph(cfg) || !kv->cells.seq || kv->size > st->kv_max) return BK_FWD_BAD_ARGS;
     /* a model with sliding-window layers: the unified SWA cache too (F16) */
@@ -1052,19 +1054,25 @@ int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w,
         }
         int n_o = 0;
         for (int t = 0; t < nu; t++)
-            if (output[u0 + t]) out_rows[n_o++] = t;
-        /* output rows side by side need no gathering (one sequence's last row, as bk_fwd_decode computes it) */
-        const int gather = n_o > 0 && out_rows[n_o - 1] - out_rows[0] != n_o - 1;
-        const bk_ubatch u = {
+            if (embd || output[u0 + t]) out_rows[n_o++] = t;
+        /* output rows side by side need no gathering (one sequence's last row, as bk_fwd_decode computes it; every
+         * row with embeddings, the last layer over all of them) */
+        const int gather = !embd && n_o > 0 && out_rows[n_o - 1] - out_rows[0] != n_o - 1;
+        bk_ubatch u = {
             .cfg = cfg, .w = w, .kv = kv, .st = st, .tokens = tokens + u0, .n = nu, .n_kv = n_kv,
             .want_logits = n_o > 0, .n_out = n_o, .out_c0 = gather || n_o == 0 ? 0 : out_rows[0],
-            .logits = logits + (int64_t)outs * cfg->n_vocab,
+            .logits = logits ? logits + (int64_t)outs * cfg->n_vocab : NULL,
             .q8 = q8, .rot_k = rot_k, .rot_out = q8 && rot_k,
             .attn_path = bk_attn_f16_path(nu, (int32_t)n_kv, cfg->head_dim),
             .kv_swa = sw, .n_kv_swa = n_kv_swa,
             .attn_path_swa = sw ? bk_attn_f16_path(nu, (int32_t)n_kv_swa, cfg->head_dim) : 0,
             .out_rows = gather ? out_rows : NULL, .row_seq = seq + u0,
         };
+        if (embd) {
+            u.want_logits = 0;
+            u.logits = NULL;
+            u.embd = embd + (int64_t)u0 * cfg->n_embd;
+        }
 #pragma omp parallel num_threads(st->nth)
         graph(&u, omp_get_thread_num(), omp_get_num_threads());
         outs += n_o;
@@ -1073,4 +1081,19 @@ int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w,
     free(out_rows);
     *n_out = outs;
     return BK_FWD_OK;
+}
+
+int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv, bk_fwd_state *st,
+                          const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int8_t *output,
+                          int32_t n, float *logits, int32_t *n_out) {
+    return decode_unified(cfg, w, kv, st, tokens, pos, seq, output, n, logits, n_out, NULL);
+}
+
+int bk_fwd_decode_embd_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
+                               bk_fwd_state *st, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                               int32_t n, float *embd) {
+    int32_t n_out = 0;
+    /* forward_llama.c's graph writes t_embd; a sliding-window cache is not taken (embeddings are the llama graph's) */
+    if (cfg->arch != BK_ARCH_LLAMA || !embd || kv->swa) return BK_FWD_BAD_ARGS;
+    return decode_unified(cfg, w, kv, st, tokens, pos, seq, NULL, n, NULL, &n_out, embd);
 }

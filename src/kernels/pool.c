@@ -15,14 +15,11 @@ void bk_pool_mean(int n, int n_embd, const float *embd, float *out, float *scrat
     }
 }
 
-void bk_pool_mean_ubatch(int ns, int nst, int n_embd, const float *embd, float *out, float *scratch) {
-    const int n = ns * nst;
+/* MUL_MAT(CONT(TRANSPOSE(embd)), inp_mean) with inp_mean ([ns][n]) at scratch + n*n_embd, filled by the caller */
+static void mean_product(int n, int ns, int n_embd, const float *embd, float *out, float *scratch) {
     float *tr = scratch, *mean = scratch + (long)n * n_embd;  /* tr: the transposed rows; mean: [ns][n] */
     for (int e = 0; e < n_embd; e++)
         for (int t = 0; t < n; t++) tr[(long)e * n + t] = embd[(long)t * n_embd + e];
-    const float d = 1.0f / (float)nst;
-    for (int s = 0; s < ns; s++)
-        for (int t = 0; t < n; t++) mean[(long)s * n + t] = t / nst == s ? d : 0.0f;
     if (bk_tinyblas_takes(n_embd, n, ns)) {
         bk_gemm_f32_tb(n, tr, n, 0, n_embd, mean, n, ns, out, n_embd);
         return;
@@ -30,6 +27,26 @@ void bk_pool_mean_ubatch(int ns, int nst, int n_embd, const float *embd, float *
     for (int s = 0; s < ns; s++)
         for (int e = 0; e < n_embd; e++)
             out[(long)s * n_embd + e] = bk_dot_f32(n, tr + (long)e * n, mean + (long)s * n);
+}
+
+void bk_pool_mean_ubatch(int ns, int nst, int n_embd, const float *embd, float *out, float *scratch) {
+    const int n = ns * nst;
+    float *mean = scratch + (long)n * n_embd;
+    const float d = 1.0f / (float)nst;
+    for (int s = 0; s < ns; s++)
+        for (int t = 0; t < n; t++) mean[(long)s * n + t] = t / nst == s ? d : 0.0f;
+    mean_product(n, ns, n_embd, embd, out, scratch);
+}
+
+void bk_pool_mean_rows(int n, int ns, int n_embd, const float *embd, const int *col, float *out, float *scratch) {
+    float *mean = scratch + (long)n * n_embd;
+    for (int s = 0; s < ns; s++) {
+        int count = 0;
+        for (int t = 0; t < n; t++) count += col[t] == s;
+        const float d = count > 0 ? 1.0f / (float)count : 0.0f;
+        for (int t = 0; t < n; t++) mean[(long)s * n + t] = col[t] == s ? d : 0.0f;
+    }
+    mean_product(n, ns, n_embd, embd, out, scratch);
 }
 
 void bk_embd_normalize(const float *x, float *out, int n, int mode) {

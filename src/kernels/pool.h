@@ -27,6 +27,13 @@ void bk_pool_mean(int n, int n_embd, const float *embd, float *out, float *scrat
  * else vec_dot (floatdot.h). out: float[ns][n_embd]; scratch: float[n*n_embd + ns*n]. */
 void bk_pool_mean_ubatch(int ns, int nst, int n_embd, const float *embd, float *out, float *scratch);
 
+/* Mean pooling of one ubatch of n rows in any order (split_simple's ubatch on a unified KV cache: the rows of
+ * ns sequences as the batch holds them): row t belongs to column col[t] (0 .. ns-1, the sequence's rank among the
+ * ubatch's seq ids, llama_ubatch::seq_idx), and column s of inp_mean is 1.0f/float(its row count) on its rows, 0 on
+ * the others' (llm_graph_input_mean::set_input). The product as bk_pool_mean_ubatch computes it.
+ * out: float[ns][n_embd]; scratch: float[n*n_embd + ns*n]. */
+void bk_pool_mean_rows(int n, int ns, int n_embd, const float *embd, const int *col, float *out, float *scratch);
+
 /* out may alias x. */
 void bk_embd_normalize(const float *x, float *out, int n, int mode);
 

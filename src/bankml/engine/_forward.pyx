@@ -9,7 +9,7 @@
     forward.logits_view()                 float32[n_vocab] over the state's logits buffer (no copy)
     forward.decode_embd(cache, tokens, pos)   decode with embeddings on: (status, float32[n][n_embd] t_embd)
     forward.decode_embd_streams(caches, tokens, nst, positions)   one ubatch of several sequences, embeddings on
-    pool_mean(rows), pool_mean_ubatch(rows, ns), embd_normalize(vec, mode)  src/kernels/pool.h
+    pool_mean(rows), pool_mean_ubatch(rows, ns), pool_mean_rows(rows, cols, ns), embd_normalize(vec, mode)  src/kernels/pool.h
 
 Used only by bankml.engine.model, which validates the arguments (positions, token ids, fit) before calling.
 """
@@ -24,6 +24,7 @@ from bankml.kernels.forward cimport (BK_ARCH_COUNT, BK_FWD_BAD_ARGS, BK_FWD_CACH
                                      bk_arch_from_name, bk_arch_name, bk_fwd_decode, bk_fwd_decode_embd,
                                      bk_fwd_decode_embd_streams,
                                      bk_fwd_decode_seqs, bk_fwd_seq, bk_fwd_decode_unified,
+                                     bk_fwd_decode_embd_unified,
                                      bk_kv_cache_make_unified,
                                      bk_fwd_pack, bk_fwd_state,
                                      bk_fwd_state_alloc, bk_fwd_state_free, bk_fwd_unpack, bk_kv_cache,
@@ -33,7 +34,7 @@ from bankml.kernels.kv cimport (BK_SWA_CHUNKED, BK_SWA_NONE, BK_SWA_STANDARD, BK
                                 bk_kv_cells_clear, bk_kv_find_slot, bk_kv_seq_pos_max, bk_kv_seq_pos_min,
                                 bk_kv_seq_rm)
 from bankml.kernels.matmul cimport BK_TYPE_F16, BK_TYPE_Q8_0, bk_matmul_supported, bk_matrix
-from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean, bk_pool_mean_ubatch
+from bankml.kernels.pool cimport bk_embd_normalize, bk_pool_mean, bk_pool_mean_rows, bk_pool_mean_ubatch
 from bankml.kernels.kv cimport (bk_kv_seq_add, bk_kvu_apply_ubatch, bk_kvu_seq_pos_max, bk_kvu_seq_pos_min,
                                 bk_kvu_seq_rm)
 from bankml.kernels.rope cimport bk_rope_shift_f16, bk_rope_shift_q8_0, bk_rope_theta_scale
@@ -274,6 +275,27 @@ cdef class _Forward:
                                        &o[0], n, &out[0, 0], &n_out)
         return rc, out[:n_out]
 
+    def decode_embd_unified(self, _KVCache cache, tokens, positions, seqs):
+        """One llama_decode with embeddings on over a unified cache (bk_fwd_decode_embd_unified): token i of sequence
+        seqs[i] at positions[i], every token an output. Validated by the caller. Returns (status, float32[n][n_embd]
+        t_embd rows in batch order)."""
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] t = np.ascontiguousarray(tokens, dtype=np.int32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] p = np.ascontiguousarray(positions, dtype=np.int32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] q = np.ascontiguousarray(seqs, dtype=np.int32)
+        cdef int n = t.shape[0], rc
+        if n == 0 or p.shape[0] != n or q.shape[0] != n:
+            raise ValueError("one position and sequence per token")
+        if not cache.kv.cells.seq:
+            raise ValueError("not a unified cache")
+        if cache.kv.size > self.st.kv_max:
+            raise ValueError(f"a cache of {cache.kv.size} cells is larger than this state's {self.st.kv_max}")
+        cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((n, self.cfg.n_embd), dtype=np.float32)
+        self.st.multi_stream = 0
+        with nogil:
+            rc = bk_fwd_decode_embd_unified(&self.cfg, &self.w, &cache.kv, &self.st, &t[0], &p[0], &q[0], n,
+                                            &out[0, 0])
+        return rc, out
+
     def _call_tokens(self, _KVCache cache, tokens):
         """decode_embd's checks: a non-empty int32 array and a cache this state can run."""
         t = np.ascontiguousarray(tokens, dtype=np.int32)
@@ -346,6 +368,20 @@ def pool_mean_ubatch(rows, int ns):
     cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] scratch = np.zeros(n * e + ns * n, dtype=np.float32)
     with nogil:
         bk_pool_mean_ubatch(ns, n // ns, e, &r[0, 0], &out[0, 0], &scratch[0])
+    return out
+
+def pool_mean_rows(rows, cols, int ns):
+    """Mean pooling of one ubatch whose row t belongs to column cols[t] (0 .. ns-1), as ggml's MUL_MAT of the
+    transposed rows by the per-sequence mean columns (pool.h bk_pool_mean_rows): float32[ns][n_embd]."""
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] r = np.ascontiguousarray(rows, dtype=np.float32)
+    cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] c = np.ascontiguousarray(cols, dtype=np.int32)
+    cdef int n = r.shape[0], e = r.shape[1]
+    if ns <= 0 or n == 0 or e == 0 or c.shape[0] != n or c.min() < 0 or c.max() >= ns:
+        raise ValueError("pool_mean_rows: one column in 0 .. ns-1 per row")
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] out = np.zeros((ns, e), dtype=np.float32)
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] scratch = np.zeros(n * e + ns * n, dtype=np.float32)
+    with nogil:
+        bk_pool_mean_rows(n, ns, e, &r[0, 0], <const int *>&c[0], &out[0, 0], &scratch[0])
     return out
 
 def embd_normalize(vec, int mode):

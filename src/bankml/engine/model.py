@@ -613,15 +613,35 @@ class Model:
         last token's logits are wanted (default all). Returns per item a float32[n_vocab] copy, or None. Refuses
         before touching the cache: PositionMismatch, ContextFull (no free cells for the batch), InvalidToken,
         ValueError (no items, a repeated seq_id, seq_id outside 0 .. 255, an empty item)."""
-        if not isinstance(cache, UnifiedCache):
-            raise ValueError("decode_unified needs a UnifiedCache (Model.new_unified_cache)")
         items = list(items)
         outputs = [True] * len(items) if outputs is None else [bool(o) for o in outputs]
-        if not items or len(outputs) != len(items):
-            raise ValueError("decode_unified needs one or more (seq_id, tokens, pos) items and one output flag "
-                             "per item")
-        toks, poss, seqs, outs, seen = [], [], [], [], set()
-        for (seq_id, tokens, pos), out in zip(items, outputs):
+        if len(outputs) != len(items):
+            raise ValueError("decode_unified needs one output flag per item")
+        toks, poss, seqs = self._unified_items(cache, items)
+        outs = []
+        for arr, out in zip(toks, outputs):
+            flags = np.zeros(arr.size, dtype=np.int8)
+            flags[-1] = 1 if out else 0
+            outs.append(flags)
+        n = sum(t.size for t in toks)
+        rc, rows = self._fwd.decode_unified(cache._c, np.concatenate(toks), np.concatenate(poss),
+                                            np.concatenate(seqs), np.concatenate(outs))
+        self._unified_status(rc, cache, n)
+        result: list[np.ndarray | None] = [None] * len(items)
+        it = iter(rows)
+        for i, out in enumerate(outputs):
+            if out:
+                result[i] = next(it).copy()
+        return result
+
+    def _unified_items(self, cache: UnifiedCache, items: list) -> tuple[list, list, list]:
+        """decode_unified's checks of (seq_id, tokens, pos) items: per item its int32 tokens, positions and seq ids."""
+        if not isinstance(cache, UnifiedCache):
+            raise ValueError("decode_unified needs a UnifiedCache (Model.new_unified_cache)")
+        if not items:
+            raise ValueError("decode_unified needs one or more (seq_id, tokens, pos) items")
+        toks, poss, seqs, seen = [], [], [], set()
+        for seq_id, tokens, pos in items:
             seq_id, pos = int(seq_id), int(pos)
             if not 0 <= seq_id < 256:
                 raise ValueError(f"seq_id {seq_id}: 0 .. 255 (LLAMA_MAX_SEQ)")
@@ -640,23 +660,61 @@ class Model:
             toks.append(arr.astype(np.int32))
             poss.append(np.arange(pos, pos + k, dtype=np.int32))
             seqs.append(np.full(k, seq_id, dtype=np.int32))
-            flags = np.zeros(k, dtype=np.int8)
-            flags[-1] = 1 if out else 0
-            outs.append(flags)
-        n = sum(t.size for t in toks)
-        rc, rows = self._fwd.decode_unified(cache._c, np.concatenate(toks), np.concatenate(poss),
-                                            np.concatenate(seqs), np.concatenate(outs))
+        return toks, poss, seqs
+
+    def _unified_status(self, rc: int, cache: UnifiedCache, n: int) -> None:
         self.check_file()
         if rc == 2:
             raise ContextFull(cache.used, n, cache.n_ctx)
         if rc != 0:
             raise RuntimeError(f"the forward pass failed with status {rc}")
-        result: list[np.ndarray | None] = [None] * len(items)
-        it = iter(rows)
-        for i, out in enumerate(outputs):
-            if out:
-                result[i] = next(it).copy()
-        return result
+
+    def embed_unified(self, cache: UnifiedCache, items, pooling: str) -> list[np.ndarray]:
+        """One llama_decode with embeddings on over a unified cache, as llama-server's update_slots gathers embedding
+        prompts at -np auto or with -kvu: items, in the batch's order, are (seq_id, tokens, pos) as for
+        decode_unified. The batch is cut by split_simple (n_ubatch rows at a time in batch order), placed and masked
+        as decode_unified places them, every row an output; each ubatch is pooled on its own as build_pooling pools
+        a split_simple ubatch: its sequences ranked by seq id (llama_ubatch::seq_idx), mean the MUL_MAT of the
+        transposed rows by one column per sequence (1.0f/float(its rows in the ubatch) on them), cls (rank) and
+        last the sequence's first and last row there. A sequence in several ubatches keeps its last ubatch's share
+        (embd_seq is overwritten). Returns per item what embed_batch returns: its rows ("none"), the pooled
+        float32[n_embd] ("mean", "cls", "last"), or float32[1] ("rank": element seq_idx of the ubatch's first
+        pooled row, a llama file having no classifier head). Same refusals as decode_unified, before any cell
+        changes."""
+        if pooling not in ("none", "mean", "cls", "last", "rank"):
+            raise ValueError(f"pooling {pooling!r}: one of none, mean, cls, last, rank")
+        if self._fwd.arch != "llama":
+            raise NotImplementedError(f"embeddings of a {self._fwd.arch} model are not reproduced by bankml yet")
+        items = list(items)
+        toks, poss, seqs = self._unified_items(cache, items)
+        seq = np.concatenate(seqs)
+        n = int(seq.size)
+        rc, rows = self._fwd.decode_embd_unified(cache._c, np.concatenate(toks), np.concatenate(poss), seq)
+        self._unified_status(rc, cache, n)
+        starts = np.cumsum([0] + [t.size for t in toks])
+        if pooling == "none":
+            return [rows[starts[i]:starts[i + 1]].copy() for i in range(len(items))]
+        item_of = {int(s[0]): i for i, s in enumerate(seqs)}
+        pooled: list[np.ndarray | None] = [None] * len(items)
+        for u0 in range(0, n, self.n_ubatch):
+            useq = seq[u0:u0 + self.n_ubatch]
+            urows = rows[u0:u0 + self.n_ubatch]
+            ids = sorted({int(s) for s in useq})                    # seq_id_unq: ascending
+            idx = {s: k for k, s in enumerate(ids)}                 # seq_idx
+            if pooling == "mean":
+                vecs = _forward.pool_mean_rows(urows, np.array([idx[int(s)] for s in useq], dtype=np.int32),
+                                               len(ids))
+            else:
+                # cls / rank: the sequence's row at its smallest position in the ubatch, last: at its largest
+                at = [np.flatnonzero(useq == s) for s in ids]
+                vecs = urows[[r[-1] if pooling == "last" else r[0] for r in at]]
+            for s in ids:
+                k = idx[s]
+                if pooling == "rank":
+                    pooled[item_of[s]] = np.array(vecs.reshape(-1)[k:k + 1], dtype=np.float32)
+                else:
+                    pooled[item_of[s]] = np.array(vecs[k], dtype=np.float32)
+        return pooled
 
     def embed(self, tokens, pos: int, cache: KVCache | None = None) -> np.ndarray:
         """One llama_decode with embeddings on (llama_set_embeddings(ctx, true)): every token is an output, its

@@ -76,3 +76,6 @@ cdef extern from "forward.h" nogil:
     int bk_fwd_decode_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
                               bk_fwd_state *st, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
                               const int8_t *output, int32_t n, float *logits, int32_t *n_out)
+    int bk_fwd_decode_embd_unified(const bk_model_config *cfg, const bk_model_weights *w, bk_kv_cache *kv,
+                                   bk_fwd_state *st, const int32_t *tokens, const int32_t *pos,
+                                   const int32_t *seq, int32_t n, float *embd)

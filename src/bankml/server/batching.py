@@ -35,7 +35,8 @@ runs whole between steps once a slot is idle; a slot save / restore / erase wait
 (bankml.server.worker.Worker.call's wait_for).
 
 Served one at a time instead (for_context returns None): one slot (-np 1), a unified KV cache that
-slots.unified_refusal names (a model other than llama and qwen3, embeddings), and models whose graph
+slots.unified_refusal names (a model other than llama, qwen3 and gemma3; embeddings of one other than llama),
+and models whose graph
 Model.decode_batch does not gather (bankml.engine.model.MULTI_SEQ_ARCHS; a model with sliding-window layers, which
 it gathers, never gets here with several slots: context._swa_refusal).
 

@@ -19,8 +19,9 @@ cache), "Prompt contains invalid tokens", then cache_idle_slots; then the prompt
   LoadCacheSlot with cachePrompt false, runner/llamarunner/cache.go:86) no prefix is kept: the whole prompt is
   decoded, as llama-server decodes it in a slot erased first.
 The slot keeps the prompt's cells and tokens afterwards (a later request may reuse them).
-Several inputs on several slots of a split KV cache (submit, compute): run_group runs llama-server's loop for the
-request's tasks, their prompts decoded together (bankml.engine.Model.embed_batch), as the module's functions say.
+Several inputs on several slots (submit, compute): run_group runs llama-server's loop for the request's tasks, their
+prompts decoded together (bankml.engine.Model.embed_batch on a split KV cache, Model.embed_unified on a unified one:
+-np auto, -kvu), as the module's functions say. On a unified cache a lone input's calls are Model.embed_unified too.
 
 Results (send_embedding): pooling none gives every row of the last call, unnormalised; any other pooling one row,
 normalised with the request's embd_normalize (common_embd_normalize); rerank (send_rerank) the pooled row's element
@@ -180,7 +181,10 @@ def _evaluate(ctx, slot, task: EmbeddingTask):
             worker.new_id()
         first = False
         chunk = tokens[len(slot.tokens):len(slot.tokens) + n_batch]
-        rows = model.embed(chunk, len(slot.tokens), cache=slot.cache)
+        if pool.unified is not None:        # -np auto, -kvu: the slot's sequence in the shared stream
+            rows = model.embed_unified(pool.unified, [(slot.id, chunk, len(slot.tokens))], "none")[0]
+        else:
+            rows = model.embed(chunk, len(slot.tokens), cache=slot.cache)
         slot.tokens.extend(chunk)
         pool.metrics.decoded(len(chunk), prompt=True)
     return _result(model, task, rows if pooling == "none" else model.pool(rows, pooling))
@@ -207,7 +211,7 @@ class _Run:
 
 def batched(ctx) -> bool:
     """Whether several inputs of a request are decoded together, as llama-server does it: several slots, each its
-    own KV stream (the worker's Batcher runs them), else one task at a time."""
+    own KV stream or all on one unified stream (the worker's Batcher runs them), else one task at a time."""
     return ctx.worker.batcher is not None
 
 
@@ -230,7 +234,8 @@ def run_group(ctx, tasks: list[EmbeddingTask]) -> None:
     queue's front), then one update_slots step: in slot order, each started slot's prompt checks and reused prefix
     (as run_embedding), then its prompt tokens while the batch has room (a prompt that cannot split waits for a
     step where it fits whole); the batch is decoded in views of n_batch tokens, each one llama_decode of several
-    sequences (bankml.engine.Model.embed_batch: split_equal's ubatches, pooled per ubatch), and after each view
+    sequences (bankml.engine.Model.embed_batch: split_equal's ubatches, pooled per ubatch; on a unified cache
+    Model.embed_unified: split_simple's), and after each view
     every slot whose last prompt token is in it sends its result and is released."""
     pool = ctx.slots
     queue = list(tasks)
@@ -309,7 +314,10 @@ def _group_step(ctx, runs: list, release) -> None:
         size += n
     pooling = "rank" if runs[0].task.rerank else runs[0].task.pooling
     for view in _views(batch, n_batch):
-        got = model.embed_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view], pooling)
+        if pool.unified is not None:            # -np auto, -kvu: one stream, split_simple (Model.embed_unified)
+            got = model.embed_unified(pool.unified, [(r.slot.id, t, pos) for r, t, pos, _, _ in view], pooling)
+        else:                                   # a stream per slot, split_equal
+            got = model.embed_batch([(r.slot.id, r.slot.cache, t, pos) for r, t, pos, _, _ in view], pooling)
         for r, t, _, _, _ in view:
             r.slot.tokens.extend(t)
         pool.metrics.decoded(sum(len(v[1]) for v in view), prompt=True)

@@ -286,16 +286,17 @@ class Metrics:
 def unified_refusal(ctx) -> str | None:
     """Why this server's slots do not share one unified KV cache (None: they do, on Model.new_unified_cache):
     no unified cache asked, one slot (a unified cache of one sequence is a cache of its own), a graph
-    Model.decode_unified does not take (model.UNIFIED_ARCHS), embeddings (their unified placement is not
-    reproduced). A model with sliding-window layers never gets here with several slots (context._swa_refusal)."""
+    Model.decode_unified does not take (model.UNIFIED_ARCHS), embeddings of a graph other than llama's
+    (Model.embed_unified takes llama's only). A model with sliding-window layers never gets here with several slots
+    (context._swa_refusal)."""
     if not ctx.kv_unified:
         return "a split KV cache"
     if ctx.n_slots <= 1:
         return "one slot"
     if ctx.header.architecture not in UNIFIED_ARCHS:
         return f"one unified stream for a {ctx.header.architecture} model is not reproduced by bankml yet"
-    if ctx.cfg.embedding:
-        return "embeddings on a unified KV cache are served with a cache per slot"
+    if ctx.cfg.embedding and ctx.header.architecture != "llama":
+        return f"embeddings of a {ctx.header.architecture} model on a unified KV cache are not reproduced by bankml"
     return None
 
 

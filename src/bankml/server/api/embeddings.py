@@ -17,9 +17,10 @@ Several inputs at once with more than one slot: llama-server gives each input it
 that fit n_batch together, several sequences in one ubatch, and that changes the bits: mean and cls vectors (at -np N
 split_equal cuts unequal sequences into equal chunks), rank scores (sequence i's score is element i of the ubatch's
 first pooled row), and even last-token rows once cached prefixes mix with new tokens (the attention path follows the
-ubatch's size). On a split KV cache (-np N without -kvu) bankml runs those steps too
-(bankml.server.embeddings.run_group); on a unified one (-kvu, -np auto) such a request is refused with a 501 that
-says why. With one slot (-np 1) the inputs run one after another, as there.
+ubatch's size). bankml runs those steps too (bankml.server.embeddings.run_group), on a split KV cache (-np N without
+-kvu) and on a unified one (-kvu, -np auto: one stream, Model.embed_unified); where it cannot (a unified cache of
+another graph than llama's) such a request is refused with a 501 that says why. With one slot (-np 1) the inputs run
+one after another, as there.
 """
 
 from __future__ import annotations
@@ -135,8 +136,8 @@ def _model(body, default: str) -> str:
 
 
 def _one_at_a_time(ctx, n_inputs: int) -> None:
-    """Refuses several inputs on several slots that bankml cannot decode together as llama-server does: a unified
-    KV cache (several sequences in one stream), or a graph other than llama's."""
+    """Refuses several inputs on several slots that bankml cannot decode together as llama-server does (the reason
+    batching.unbatched_reason gives: a graph other than llama's)."""
     if n_inputs > 1 and ctx.n_slots > 1 and not embeddings.batched(ctx):
         why = unbatched_reason(ctx)
         raise Refusal(501, f"{n_inputs} inputs with {ctx.n_slots} slots: llama-server decodes their prompts together "
