@@ -48,31 +48,48 @@ def served_without_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[
     return inputs.tool_choice == "none" or not caps.get("supports_tool_calls", False)
 
 
-def served_with_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool]) -> bool:
-    """True when llama-server builds a tool-call grammar and parser bankml reproduces: the generic path, a
-    template that does not think, and one of the autoparser's JSON-native formats bankml.grammar.chat_tools
-    builds (ToolFormat.served_json) or its TAG_WITH_JSON format (ToolFormat.served_tag_json), tool_choice auto
-    or required."""
+def served_with_tool_parser(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool],
+                            parse_reasoning: bool = True) -> bool:
+    """True when llama-server builds a tool-call grammar and parser bankml reproduces: the generic path, one of
+    the autoparser's JSON-native formats bankml.grammar.chat_tools builds (ToolFormat.served_json) or its
+    TAG_WITH_JSON format (ToolFormat.served_tag_json), tool_choice auto or required; on a template that thinks
+    (the reasoning parser before the calls) only where the caller answers reasoning_content (`parse_reasoning`)
+    and the reasoning has an end marker (without one b11192 parses no reasoning, which no record shows)."""
     fmt = chat.tool_format
+    thinks_ok = not chat.supports_thinking or (parse_reasoning and bool(chat.thinking_end_tags))
     return (bool(inputs.tools) and inputs.tool_choice in ("auto", "required") and chat.handler == "generic"
-            and not chat.supports_thinking and caps.get("supports_tool_calls", False)
+            and thinks_ok and caps.get("supports_tool_calls", False)
             and fmt is not None and (fmt.served_json or fmt.served_tag_json))
 
 
-def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_tools: bool = True) -> str | None:
+def refusal(chat: ChatParams, inputs: ChatInputs, caps: dict[str, bool], parse_tools: bool = True,
+            parse_reasoning: bool = True) -> str | None:
     """The 501 message for a request with tools bankml does not reproduce, or None when it is served.
     `parse_tools`: whether the caller answers parsed tool calls (the OpenAI chat family does; the families that
-    reuse its request step refuse them)."""
+    reuse its request step refuse them); `parse_reasoning`: whether it answers the reasoning parsed beside them
+    (the OpenAI chat family does; Anthropic's thinking blocks and the Responses reasoning items are not
+    verified with tools)."""
     if served_without_tool_parser(chat, inputs, caps):
         return None
-    if parse_tools and served_with_tool_parser(chat, inputs, caps):
+    if parse_tools and served_with_tool_parser(chat, inputs, caps, parse_reasoning):
         return None
+    fmt = chat.tool_format
     if chat.handler != "generic":
         where = f"the {chat.handler} chat format"
     elif chat.supports_thinking:
-        where = "a template that thinks (the autoparser's reasoning parser)"
+        if not caps.get("supports_tool_calls", False):
+            what = "the content parser, the template having no tool-call support"
+        elif inputs.tool_choice == "none":
+            what = "the content parser"
+        elif fmt is None or not (fmt.served_json or fmt.served_tag_json):
+            mode = fmt.mode.upper() if fmt is not None else "NONE"
+            what = f"{mode} tool calls"
+        elif not chat.thinking_end_tags:
+            what = "no reasoning end marker"
+        else:
+            what = "the reasoning beside tool calls in this API family"
+        where = f"a template that thinks (the autoparser's reasoning parser with {what})"
     else:
-        fmt = chat.tool_format
         mode = fmt.mode.upper() if fmt is not None else "NONE"
         where = f"the chat format the autoparser derives from this template (peg-native, {mode} tool calls)"
     return (f"tool calls (tool_choice {inputs.tool_choice}) in {where} are not reproduced by bankml yet")
