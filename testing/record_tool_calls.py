@@ -376,9 +376,10 @@ def tag_json_sessions() -> list[dict]:
 
 
 # Templates that think (the autoparser's reasoning parser before the tool parser) in formats bankml builds:
-# JSON-native with per-call markers (Qwen3, QwQ, Bielik, Reka Edge) and TAG_WITH_JSON (DeepSeek R1 Distill
-# Qwen, DeepSeek V3.1, llama.cpp's DeepSeek R1). Each line is a reasoning block then a call in the template's
-# format, which SmolLM2 copies (see _copy).
+# JSON-native with per-call markers (Qwen3, QwQ, Bielik, Reka Edge), with a section around an array (Apriel 1.6)
+# and TAG_WITH_JSON (DeepSeek R1 Distill Qwen, DeepSeek V3.1, llama.cpp's DeepSeek R1). Each line is a call in
+# the template's format, which SmolLM2 copies (see _copy), after a reasoning block (which the templates drop
+# from the history).
 _THINK = "<think>\nThe user wants the weather.\n</think>\n\n"
 _HERMES = _THINK + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Berlin"}}\n</tool_call>'
 _R1 = ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Berlin"}\n```'
@@ -386,6 +387,8 @@ _R1 = ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool�
 THINKING_LINES = {
     "Qwen-Qwen3-0.6B.jinja": _HERMES, "Qwen-QwQ-32B.jinja": _HERMES, "Bielik-11B-v3.0-Instruct.jinja": _HERMES,
     "Reka-Edge.jinja": _HERMES,
+    "Apriel-1.6-15b-Thinker-fixed.jinja": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Berlin"}}]'
+                                          '</tool_calls>',
     "llama-cpp-deepseek-r1.jinja": _THINK + _R1,
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": _THINK + _R1 + "<｜end▁of▁sentence｜>",
     "deepseek-ai-DeepSeek-V3.1.jinja": _THINK + '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>'
@@ -393,23 +396,31 @@ THINKING_LINES = {
 THINKING = list(THINKING_LINES)
 
 
+def _thought_call(i: int, city: str, reasoning: str) -> dict:
+    return {"role": "assistant", "content": "", "reasoning_content": reasoning, "tool_calls": [_call(i, city)]}
+
+
+# an agent loop after the user's question: two calls, each after reasoning, and their results. The templates keep
+# the reasoning of the turns after the last user message, and SmolLM2 goes on with reasoning and a call (Qwen3)
+AGENT = [user("Weather in Paris, Rome and Oslo?"), _thought_call(1, "Paris", "First Paris."),
+         {"role": "tool", "tool_call_id": "c1", "content": "18 C"}, _thought_call(2, "Rome", "Now Rome."),
+         {"role": "tool", "tool_call_id": "c2", "content": "24 C"}]
+
+
 def thinking_steps(template: str) -> list[dict]:
-    """Nine requests a template: the copy history SmolLM2 answers with a reasoning block and a call (tool_choice
-    auto / required, streamed and not, cut by the token limit inside the reasoning, thinking enabled per request
-    (chat_template_kwargs), reasoning_format "none"), a question with thinking enabled (streamed), the few-shot
-    history without reasoning."""
+    """Six requests a template: the copy history (thinking off: the server's --reasoning off) under tool_choice
+    auto, and required streamed (with usage); the agent loop with thinking enabled per request
+    (chat_template_kwargs) under auto, required streamed, auto streamed and cut by the token limit, and auto
+    with reasoning_format "none"."""
     one = _copy(THINKING_LINES[template])
     think = {"chat_template_kwargs": {"enable_thinking": True}}
     return [
-        chat(one, TOOLS, 80, tool_choice="auto"),
-        chat(one, TOOLS, 80, tool_choice="required"),
-        chat(one, TOOLS, 80, tool_choice="auto", stream=True, stream_options={"include_usage": True}),
-        chat(one, TOOLS, 80, tool_choice="required", stream=True),
-        chat(one, TOOLS, 8, tool_choice="auto", stream=True),
-        chat(one, TOOLS, 80, tool_choice="auto", **think),
-        chat(one, TOOLS, 80, tool_choice="auto", reasoning_format="none"),
-        chat(ASK, TOOLS, 24, tool_choice="auto", stream=True, **think),
-        chat(FEWSHOT, TOOLS, 48, tool_choice="auto"),
+        chat(one, TOOLS, 64, tool_choice="auto"),
+        chat(one, TOOLS, 64, tool_choice="required", stream=True, stream_options={"include_usage": True}),
+        chat(AGENT, TOOLS, 48, tool_choice="auto", **think),
+        chat(AGENT, TOOLS, 48, tool_choice="required", stream=True, **think),
+        chat(AGENT, TOOLS, 6, tool_choice="auto", stream=True, **think),
+        chat(AGENT, TOOLS, 48, tool_choice="auto", reasoning_format="none", **think),
     ]
 
 
@@ -427,7 +438,7 @@ def record_targets(model: str, ports: Ports, only=()) -> None:
     out = []
     path = OUT / "tool_call_targets.json"
     old = {s["template"]: s for s in json.loads(path.read_text())} if path.exists() else {}
-    for t in TARGETS + [f for f in FORMATS + TAG_JSON if f not in TARGETS]:
+    for t in TARGETS + [f for f in FORMATS + TAG_JSON + THINKING if f not in TARGETS]:
         if only and t not in only:
             if t in old:
                 out.append(old[t])

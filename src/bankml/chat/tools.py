@@ -26,11 +26,19 @@ common_chat_templates_apply_jinja, then the differential autoparser):
   string, so an object falls back to "auto" (bankml.chat.request does the same).
 - `parallel_tool_calls` only reaches the template (and the tool grammar, which these requests do not have).
 
+A template that thinks (the autoparser found reasoning markers) gets the reasoning parser before the tool parser
+(chat-auto-parser-generator.cpp build_parser: `prefix(generation prompt up to the reasoning start) space
+reasoning? content? calls end`; bankml.grammar.chat_tools.Thinking): served in the same formats, tool_choice auto
+or required, on the OpenAI chat family, which answers reasoning_content beside the calls (Qwen3, QwQ, Bielik,
+Reka Edge, Apriel 1.6, DeepSeek R1 Distill Qwen, DeepSeek V3.1, llama.cpp's DeepSeek R1).
+
 Everything else (a template that supports tool calls in another format, with tool_choice "auto" or
-"required": TAG_WITH_TAGGED, nested keys, wrapped content (Command R+); any specialized
-handler: gpt-oss, Functionary v3.2, Qwen3-Coder, ...; and any template that thinks, whose reasoning / wrapped
-content parse with tools did not replay: SmolLM3, DeepSeek R1, Granite 3.3, Command R7B, where llama-server
-answers a 500 "does not match the expected peg-native format") is refused by `refusal()`.
+"required": TAG_WITH_TAGGED, nested keys, wrapped content (Command R+, Command R7B, where llama-server answers
+a 500 "does not match the expected peg-native format"); any specialized handler: gpt-oss, Functionary v3.2,
+Qwen3-Coder, ...; on a template that thinks, the content parser after the reasoning parser (tool_choice none,
+or no tool-call support: SmolLM3, DeepSeek R1 Distill Llama, Granite 3.3), whose answers did not replay (the
+content differs by a leading newline the reasoning end marker's optional whitespace takes), and the reasoning
+beside tool calls in the Anthropic and Responses families) is refused by `refusal()`.
 """
 
 from __future__ import annotations

@@ -57,6 +57,16 @@ first. Mapping the parse tree (common_chat_peg_mapper): the content tag's text i
 at its "{", is added once its name is complete (arguments "{" until the arguments' text starts), its
 arguments are the JSON text as generated (trailing whitespace cut) and its id the id member's text.
 
+On a template that thinks (`Thinking`: the autoparser's reasoning markers, whitespace kept) the parser reads
+only the generation prompt's part before the reasoning start marker, then optional whitespace and the reasoning
+parser before the content (analyze_reasoning::build_parser):
+
+    [ start-with-optional-whitespace ] reasoning: anything up to the end marker (trimmed)  end-with-optional-whitespace
+
+optional, tagged "reasoning" (the message's reasoning_content; whitespace only is dropped), nothing where the
+request's reasoning_format is "none" (the block then stays in the content). A lazy grammar holds none of it (its
+rules are the trigger rules'); the "required" grammar prints it, fed the generation prompt first.
+
 Not built: TAG_WITH_TAGGED (arguments as tags), which bankml.chat.tools refuses.
 Not reproduced byte for byte: the number in the names of the `until-N` rules (llama.cpp numbers them by the
 parser's index in its arena); the language is the same, so sampling is. Not built: nested keys
