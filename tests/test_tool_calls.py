@@ -136,7 +136,8 @@ def test_targets_are_served_or_refused_by_name():
     1.5, MiniMax-M1, GigaChat 3.1, Apertus), TAG_WITH_JSON (Functionary v3.1, Mistral Small 3.2, Solar Open) and
     the templates that think (Qwen3, llama.cpp's DeepSeek R1: the reasoning rules in the "required" grammar)
     are served: the grammar is llama-server's text (but the number in the until-N rules' names, and on the
-    templates that think the order of the rules), lazy under "auto" with its word triggers, or absent where the format has no marker;
+    templates that think the order of the rules), lazy under "auto" with its word triggers, or absent where the
+    format has no marker;
     every other format is refused (501, naming the format), never answered differently."""
     import re
     from bankml.chat.request import ServerChatOptions, parse_chat_request
