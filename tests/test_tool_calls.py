@@ -355,7 +355,9 @@ def test_thinking_templates_recorded():
     """tool_call_thinking.json (record_tool_calls.py --thinking): templates that think, 30+ requests over 4+
     templates, tool_choice auto and required, streamed and not, with parsed reasoning beside parsed calls."""
     steps = [s for sess in THINKING_SESSIONS for s in sess["steps"]]
-    assert len(THINKING_SESSIONS) >= 4 and len(steps) >= 30
+    assert {s["flags"][s["flags"].index("--chat-template-file") + 1].removeprefix("$TEMPLATE:")
+            for s in THINKING_SESSIONS} == set(THINKING)
+    assert len(steps) >= 30
     assert sum("sse" in s["answer"] for s in steps) >= 10
     assert {s["request"]["body"]["tool_choice"] for s in steps} == {"auto", "required"}
     finals = [s["answer"]["json"]["choices"][0]["message"] for s in steps
