@@ -7,6 +7,7 @@ tests/test_tool_calls.py). Developer tool: needs the oracle build.
     PYTHONPATH=. python testing/record_tool_calls.py --calls       # tests/oracle/server/tool_call_answers.json
     PYTHONPATH=. python testing/record_tool_calls.py --formats     # tests/oracle/server/tool_call_formats.json
     PYTHONPATH=. python testing/record_tool_calls.py --tag-json    # tests/oracle/server/tool_call_tag_json.json
+    PYTHONPATH=. python testing/record_tool_calls.py --thinking    # tests/oracle/server/tool_call_thinking.json
 
 One session per template: SmolLM2-135M-Instruct Q4_1's own (written `$MODEL`), and the sdist's
 models/templates/*.jinja given with --chat-template-file (`$TEMPLATE:NAME`), every server run as
@@ -21,8 +22,9 @@ autoparser's JSON-native format with per-call markers (tool_choice auto / requir
 answers with calls, parallel calls, streamed tool_calls deltas; bankml.grammar.chat_tools); two oracle runs
 differ in the calls' random ids only, which tests/server_replay.normalize blanks. With --formats: the autoparser's
 other JSON-native formats (section markers, arrays, ids, no marker, the name as the key; FORMATS), ten requests
-a template (format_steps). Sampling is greedy except the
-`seed` requests.
+a template (format_steps). With --thinking: templates that think, in those formats (THINKING: the reasoning parser
+before the tool parser, reasoning_content beside the calls, thinking enabled per request). Sampling is greedy
+except the `seed` requests.
 """
 
 from __future__ import annotations
@@ -373,6 +375,61 @@ def tag_json_sessions() -> list[dict]:
     return out
 
 
+# Templates that think (the autoparser's reasoning parser before the tool parser) in formats bankml builds:
+# JSON-native with per-call markers (Qwen3, QwQ, Bielik, Reka Edge), with a section around an array (Apriel 1.6)
+# and TAG_WITH_JSON (DeepSeek R1 Distill Qwen, DeepSeek V3.1, llama.cpp's DeepSeek R1). Each line is a call in
+# the template's format, which SmolLM2 copies (see _copy), after a reasoning block (which the templates drop
+# from the history).
+_THINK = "<think>\nThe user wants the weather.\n</think>\n\n"
+_HERMES = _THINK + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Berlin"}}\n</tool_call>'
+_R1 = ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Berlin"}\n```'
+       '<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
+THINKING_LINES = {
+    "Qwen-Qwen3-0.6B.jinja": _HERMES, "Qwen-QwQ-32B.jinja": _HERMES, "Bielik-11B-v3.0-Instruct.jinja": _HERMES,
+    "Reka-Edge.jinja": _HERMES,
+    "Apriel-1.6-15b-Thinker-fixed.jinja": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Berlin"}}]'
+                                          '</tool_calls>',
+    "llama-cpp-deepseek-r1.jinja": _THINK + _R1,
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": _THINK + _R1 + "<｜end▁of▁sentence｜>",
+    "deepseek-ai-DeepSeek-V3.1.jinja": _THINK + '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>'
+                                                '{"city": "Berlin"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'}
+THINKING = list(THINKING_LINES)
+
+
+def _thought_call(i: int, city: str, reasoning: str) -> dict:
+    return {"role": "assistant", "content": "", "reasoning_content": reasoning, "tool_calls": [_call(i, city)]}
+
+
+# an agent loop after the user's question: two calls, each after reasoning, and their results. The templates keep
+# the reasoning of the turns after the last user message, and SmolLM2 goes on with reasoning and a call (Qwen3)
+AGENT = [user("Weather in Paris, Rome and Oslo?"), _thought_call(1, "Paris", "First Paris."),
+         {"role": "tool", "tool_call_id": "c1", "content": "18 C"}, _thought_call(2, "Rome", "Now Rome."),
+         {"role": "tool", "tool_call_id": "c2", "content": "24 C"}]
+
+
+def thinking_steps(template: str) -> list[dict]:
+    """Six requests a template: the copy history (thinking off: the server's --reasoning off) under tool_choice
+    auto, and required streamed (with usage); the agent loop with thinking enabled per request
+    (chat_template_kwargs) under auto, required streamed, auto streamed and cut by the token limit, and auto
+    with reasoning_format "none"."""
+    one = _copy(THINKING_LINES[template])
+    think = {"chat_template_kwargs": {"enable_thinking": True}}
+    return [
+        chat(one, TOOLS, 64, tool_choice="auto"),
+        chat(one, TOOLS, 64, tool_choice="required", stream=True, stream_options={"include_usage": True}),
+        chat(AGENT, TOOLS, 48, tool_choice="auto", **think),
+        chat(AGENT, TOOLS, 48, tool_choice="required", stream=True, **think),
+        chat(AGENT, TOOLS, 6, tool_choice="auto", stream=True, **think),
+        chat(AGENT, TOOLS, 48, tool_choice="auto", reasoning_format="none", **think),
+    ]
+
+
+def thinking_sessions() -> list[dict]:
+    return [{"name": _name(t).replace("tools_", "think_", 1), "flags": flags("--chat-template-file", "$TEMPLATE:" + t),
+             "note": f"{t} (thinks; tool calls after the reasoning parser): tool_choice auto / required",
+             "steps": thinking_steps(t)} for t in THINKING]
+
+
 def record_targets(model: str, ports: Ports, only=()) -> None:
     """What bankml does not reproduce yet, kept as the target of the next step: for each template that supports
     tool calls, llama-server's answer (verbose: the grammar, its laziness and triggers, the preserved tokens)
@@ -381,7 +438,7 @@ def record_targets(model: str, ports: Ports, only=()) -> None:
     out = []
     path = OUT / "tool_call_targets.json"
     old = {s["template"]: s for s in json.loads(path.read_text())} if path.exists() else {}
-    for t in TARGETS + [f for f in FORMATS + TAG_JSON if f not in TARGETS]:
+    for t in TARGETS + [f for f in FORMATS + TAG_JSON + THINKING if f not in TARGETS]:
         if only and t not in only:
             if t in old:
                 out.append(old[t])
@@ -431,17 +488,22 @@ def main() -> None:
                     help="the other JSON-native formats' sessions, into tool_call_formats.json")
     ap.add_argument("--tag-json", action="store_true",
                     help="the TAG_WITH_JSON sessions, into tool_call_tag_json.json")
+    ap.add_argument("--thinking", action="store_true",
+                    help="the sessions on templates that think, into tool_call_thinking.json")
     args = ap.parse_args()
     model = str(model_path("smollm2"))
     ports = Ports(args.port_base)
     if args.targets:
         record_targets(model, ports, args.only)
         return
-    path = OUT / ("tool_call_tag_json.json" if args.tag_json else "tool_call_formats.json" if args.formats else "tool_call_answers.json" if args.calls
-                  else "tool_calls.json")
+    kind = ("thinking" if args.thinking else "tag_json" if args.tag_json else "formats" if args.formats
+            else "calls" if args.calls else "")
+    path = OUT / {"thinking": "tool_call_thinking.json", "tag_json": "tool_call_tag_json.json",
+                  "formats": "tool_call_formats.json", "calls": "tool_call_answers.json", "": "tool_calls.json"}[kind]
     old = {s["name"]: s for s in json.loads(path.read_text())} if path.exists() else {}
     out = []
-    for sess in (tag_json_sessions() if args.tag_json else format_sessions() if args.formats else call_sessions() if args.calls else sessions()):
+    for sess in {"thinking": thinking_sessions, "tag_json": tag_json_sessions, "formats": format_sessions,
+                 "calls": call_sessions, "": sessions}[kind]():
         if args.only and sess["name"] not in args.only:
             if sess["name"] in old:
                 out.append(old[sess["name"]])

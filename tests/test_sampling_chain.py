@@ -126,3 +126,19 @@ def test_mt19937_and_canonical():
     a, b = g.next_u32(), g.next_u32()
     g.seed(1)
     assert g.uniform_double() == (a + b * 2.0**32) / 2.0**64
+
+
+def test_reasoning_gate_follows_the_reasoning_block():
+    # common_reasoning_budget at an unlimited budget: IDLE until the start marker's tokens, COUNTING inside the
+    # block, DONE after the longest end marker ending the tokens (its tokens kept for the grammar), COUNTING
+    # again on a new start marker
+    from bankml.sampling.sampler import COUNTING, DONE, IDLE, ReasoningGate
+    g = ReasoningGate([1, 2], [[7], [6, 7], [6, 7]])
+    states = []
+    for t in (5, 1, 3, 1, 2, 4, 6, 7, 9, 1, 2, 8):
+        g.accept(t)
+        states.append(g.state)
+    assert states == [IDLE, IDLE, IDLE, IDLE, COUNTING, COUNTING, COUNTING, DONE, DONE, DONE, COUNTING, COUNTING]
+    assert g.end_tokens() == [] and g.end.seqs == [[7], [6, 7]]
+    g.accept(7)
+    assert g.state == DONE and g.end_tokens() == [7]

@@ -166,6 +166,9 @@ class ChatParams:
     supports_thinking: bool = False
     thinking_start_tag: str = ""
     thinking_end_tags: list[str] = field(default_factory=list)
+    # the autoparser's reasoning markers with their whitespace (the parser's optional spaces around them)
+    reasoning_start: str = ""
+    reasoning_end: str = ""
     # (role, text) pairs marking message starts in the prompt; the server places context checkpoints with them
     message_delimiters: list[tuple[str, str]] = field(default_factory=list)
     # the autoparser's tool-call format (bankml.chat.analysis.ToolFormat) on the generic path, for a request

@@ -325,6 +325,7 @@ class ChatTemplates:
             params.thinking_start_tag = _text(trim(r.start))
             end = trim(r.end)
             params.thinking_end_tags = [_text(end)] if end else []
+            params.reasoning_start, params.reasoning_end = _text(r.start), _text(r.end)
         if has_continuation:
             if r.start:
                 cut = gp.find(r.start)

@@ -57,6 +57,16 @@ first. Mapping the parse tree (common_chat_peg_mapper): the content tag's text i
 at its "{", is added once its name is complete (arguments "{" until the arguments' text starts), its
 arguments are the JSON text as generated (trailing whitespace cut) and its id the id member's text.
 
+On a template that thinks (`Thinking`: the autoparser's reasoning markers, whitespace kept) the parser reads
+only the generation prompt's part before the reasoning start marker, then optional whitespace and the reasoning
+parser before the content (analyze_reasoning::build_parser):
+
+    [ start-with-optional-whitespace ] reasoning: anything up to the end marker (trimmed)  end-with-optional-whitespace
+
+optional, tagged "reasoning" (the message's reasoning_content; whitespace only is dropped), nothing where the
+request's reasoning_format is "none" (the block then stays in the content). A lazy grammar holds none of it (its
+rules are the trigger rules'); the "required" grammar prints it, fed the generation prompt first.
+
 Not built: TAG_WITH_TAGGED (arguments as tags), which bankml.chat.tools refuses.
 Not reproduced byte for byte: the number in the names of the `until-N` rules (llama.cpp numbers them by the
 parser's index in its arena); the language is the same, so sampling is. Not built: nested keys
@@ -74,6 +84,7 @@ from bankml.grammar import json_schema as js
 from bankml.grammar.chat import (CHAT_PARSER_ERROR, FAIL, Arena, Peg, _Parse, arena_grammar)
 
 TRIGGER_WORD = 1
+_SPACE = " \t\n\r\f\v"      # std::isspace
 
 
 @dataclass
@@ -87,9 +98,52 @@ class ToolCall:
 class ToolMessage:
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning_content: str = ""
 
     def empty(self) -> bool:
-        return not self.content and not self.tool_calls
+        return not self.content and not self.tool_calls and not self.reasoning_content
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """A template that thinks, as the parser takes it (the autoparser's reasoning analysis): its reasoning markers
+    with their whitespace (`start` may be empty: the reasoning then runs from the generation prompt up to `end`),
+    and whether the request's reasoning_format extracts the reasoning (any but "none")."""
+    start: str
+    end: str
+    extract: bool = True
+
+
+def _optspace(a: Arena, tag: str) -> Peg:
+    """The marker with each of its leading and trailing whitespace characters optional (optspace)."""
+    core = tag.strip(_SPACE)
+    lead = tag[:len(tag) - len(tag.lstrip(_SPACE))]
+    trail = tag[len(tag.rstrip(_SPACE)):] if core else ""
+    parts = [a.eps()] + [a.rep(a.literal(c), 0, 1) for c in lead] + [a.literal(core)]
+    return a.seq(*parts, *[a.rep(a.literal(c), 0, 1) for c in trail])
+
+
+def reasoning_parser(a: Arena, thinking: Thinking | None) -> Peg:
+    """analyze_reasoning's parser: an optional reasoning block, its text tagged "reasoning" up to the end marker
+    (trimmed), the markers with optional whitespace; nothing where the template does not think, the request does
+    not extract reasoning or the analysis found no end marker."""
+    if thinking is None or not thinking.extract or not thinking.end.strip(_SPACE):
+        return a.eps()
+    block = [a.tag("reasoning", a.until(thinking.end.strip(_SPACE))), _optspace(a, thinking.end)]
+    if thinking.start:
+        block.insert(0, _optspace(a, thinking.start))
+    return a.rep(a.seq(*block), 0, 1)
+
+
+def _prefix(a: Arena, generation_prompt: str, thinking: Thinking | None) -> Peg:
+    """The generation prompt the parser reads first; on a template that thinks only the part before the
+    reasoning start marker (trimmed), the rest being the reasoning parser's (common_chat_peg_builder::prefix)."""
+    if not generation_prompt:
+        return a.eps()
+    start = thinking.start.strip(_SPACE) if thinking is not None else ""
+    if start and generation_prompt.find(start) >= 0:
+        return a.literal(generation_prompt[:generation_prompt.find(start)])
+    return a.literal(generation_prompt)
 
 
 def _params_schema(parameters: str):
@@ -187,20 +241,22 @@ def _standard_json_tools(a: Arena, tools, fmt, start: str, end: str, required: b
     return section if required else a.rep(section, 0, 1)
 
 
-def json_native_arena(tools, fmt, generation_prompt: str, required: bool, parallel: bool) -> Arena:
+def json_native_arena(tools, fmt, generation_prompt: str, required: bool, parallel: bool,
+                      thinking: Thinking | None = None) -> Arena:
     """The autoparser's parser for `fmt` (a bankml.chat.analysis.ToolFormat of mode json_native that
-    `fmt.served_json` accepts) over `tools` (bankml.chat.messages.Tool): build_tool_parser_json_native."""
+    `fmt.served_json` accepts) over `tools` (bankml.chat.messages.Tool): build_tool_parser_json_native, after the
+    reasoning parser where the template thinks."""
     a = Arena()
     ws = Peg("space")
+    reasoning = reasoning_parser(a, thinking)
     if not fmt.section_start and fmt.per_call_start:
         single = _standard_json_tools(a, tools, fmt, fmt.per_call_start, fmt.per_call_end, required, parallel)
         tools_parser = a.rule("tool-calls", lambda: a.rep(a.seq(single, ws), 1, -1), trigger=True)
     else:
         tools_parser = _standard_json_tools(a, tools, fmt, fmt.section_start, fmt.section_end, required, parallel)
     tool_start = fmt.section_start or fmt.per_call_start or "{"
-    body = a.seq(a.eps(), a.rep(a.tag("content", a.until(tool_start)), 0, 1), tools_parser, Peg("end"))
-    prefix = a.literal(generation_prompt) if generation_prompt else a.eps()
-    a.root = a.seq(prefix, ws, body)
+    body = a.seq(reasoning, a.rep(a.tag("content", a.until(tool_start)), 0, 1), tools_parser, Peg("end"))
+    a.root = a.seq(_prefix(a, generation_prompt, thinking), ws, body)
     return a
 
 
@@ -239,13 +295,15 @@ def _tag_json_call(a: Arena, t, fmt) -> Peg:
     return body if atomic_done else a.atomic(body)
 
 
-def tag_json_arena(tools, fmt, generation_prompt: str, required: bool, parallel: bool) -> Arena:
+def tag_json_arena(tools, fmt, generation_prompt: str, required: bool, parallel: bool,
+                   thinking: Thinking | None = None) -> Arena:
     """The autoparser's parser for a TAG_WITH_JSON format (build_tool_parser_tag_json): optional content up to
     the first marker, then the calls: per-call markers around each call (trigger rule "tool-call", repeated
     with parallel calls, inside the section's markers where there are some: trigger rule "tool-calls"), or
     the section's markers around calls separated by ", "; optional unless tool_choice is "required"."""
     a = Arena()
     ws = Peg("space")
+    reasoning = reasoning_parser(a, thinking)
     marker = fmt.section_start or fmt.per_call_start
     # the content's `until` is numbered first: llama.cpp numbers it after the calls' (arena order: 133 against
     # 5 on Mistral Small 3.2) and prints the rules sorted by name as text, which puts "until-133" first
@@ -268,9 +326,8 @@ def tag_json_arena(tools, fmt, generation_prompt: str, required: bool, parallel:
         calls = a.rule("tool-call", lambda: a.seq(*body), trigger=True)
     if not required:
         calls = a.rep(calls, 0, 1)
-    body = a.seq(a.eps(), a.rep(a.tag("content", before), 0, 1), calls, Peg("end"))
-    prefix = a.literal(generation_prompt) if generation_prompt else a.eps()
-    a.root = a.seq(prefix, ws, body)
+    body = a.seq(reasoning, a.rep(a.tag("content", before), 0, 1), calls, Peg("end"))
+    a.root = a.seq(_prefix(a, generation_prompt, thinking), ws, body)
     return a
 
 
@@ -305,6 +362,8 @@ def _map(nodes, s: bytes) -> ToolMessage:
         tag, start, end, children = node
         if tag == "content":
             msg.content += text(start, end)
+        elif tag == "reasoning":
+            msg.reasoning_content += text(start, end)
         elif tag == "tool-open":
             st["pending"] = st["current"] = ToolCall()
             st["buffer"] = ""
@@ -349,6 +408,8 @@ def _map(nodes, s: bytes) -> ToolMessage:
         if st["buffer"]:
             p.arguments = st["buffer"]
         msg.tool_calls.append(p)
+    if not msg.reasoning_content.strip(" \n\r\t"):   # reasoning of whitespace only (an empty block) is dropped
+        msg.reasoning_content = ""
     return msg
 
 
@@ -377,15 +438,17 @@ class ChatToolCalls:
         return _map(nodes, s)
 
 
-def tool_calls(tools, fmt, generation_prompt: str, tool_choice: str, parallel: bool) -> ChatToolCalls:
-    """The grammar and parser for a request's tools under `fmt`. Raises SchemaError with the chat prefix
-    (400) where a tool's parameters schema does not convert. No grammar (grammar "") under "auto" where the
-    format has no marker to trigger on (Llama 3.x): the answer is then sampled freely and parsed."""
+def tool_calls(tools, fmt, generation_prompt: str, tool_choice: str, parallel: bool,
+               thinking: Thinking | None = None) -> ChatToolCalls:
+    """The grammar and parser for a request's tools under `fmt` (after the reasoning parser where `thinking`
+    is given). Raises SchemaError with the chat prefix (400) where a tool's parameters schema does not convert.
+    No grammar (grammar "") under "auto" where the format has no marker to trigger on (Llama 3.x): the answer is
+    then sampled freely and parsed."""
     required = tool_choice == "required"
     marker = fmt.section_start or fmt.per_call_start
     try:
         build = tag_json_arena if fmt.mode == "tag_with_json" else json_native_arena
-        arena = build(tools, fmt, generation_prompt, required, parallel)
+        arena = build(tools, fmt, generation_prompt, required, parallel, thinking)
         lazy = not required
         grammar = arena_grammar(arena, lazy) if required or marker else ""
     except SchemaError as e:
@@ -398,4 +461,5 @@ def tool_calls(tools, fmt, generation_prompt: str, tool_choice: str, parallel: b
     return ChatToolCalls(grammar, lazy, triggers, generation_prompt, arena)
 
 
-__all__ = ["ChatToolCalls", "ToolCall", "ToolMessage", "json_native_arena", "tag_json_arena", "tool_calls"]
+__all__ = ["ChatToolCalls", "Thinking", "ToolCall", "ToolMessage", "json_native_arena", "reasoning_parser",
+           "tag_json_arena", "tool_calls"]

@@ -8,6 +8,12 @@
 
 The grammar seam is docs/grammar.md's: the chain runs on the raw candidates; when the drawn token does not
 fit the grammar, the candidates are rebuilt, masked by the grammar and the same chain runs again.
+
+A lazy grammar on a template that thinks (a chat request with tools, reasoning markers in the request's
+reasoning_budget_start_tag / _end_tags) comes with llama-server's reasoning budget sampler at an unlimited budget
+(common/reasoning-budget.cpp): `ReasoningGate` follows the reasoning block in the sampled tokens, and the grammar
+neither masks nor sees the tokens inside it; the end marker's tokens are fed to the grammar when the block
+closes. A budget (reasoning_budget_tokens >= 0) or reasoning_control, which force tokens, is refused.
 """
 
 from __future__ import annotations
@@ -109,6 +115,63 @@ def chain_steps(p: Params, n_vocab: int, tok=None, suppress: tuple = ()) -> list
     return steps
 
 
+IDLE, COUNTING, DONE = 0, 1, 2      # common_reasoning_budget_state (FORCING is never reached without a budget)
+
+
+class _TokenMatcher:
+    """token_matcher: the longest of `seqs` (token sequences, duplicates and empty ones dropped) that ends the
+    tokens advanced since the last match or reset (the Aho-Corasick automaton's output)."""
+
+    def __init__(self, seqs):
+        self.seqs: list[list[int]] = []
+        for q in seqs:
+            q = [int(t) for t in q]
+            if q and q not in self.seqs:
+                self.seqs.append(q)
+        self.longest = max((len(q) for q in self.seqs), default=0)
+        self.recent: list[int] = []
+
+    def advance(self, token: int) -> int:
+        """The index of the matched sequence (the state then restarts), or -1."""
+        self.recent = (self.recent + [token])[-self.longest:] if self.longest else []
+        best = -1
+        for i, q in enumerate(self.seqs):
+            if self.recent[-len(q):] == q and (best < 0 or len(q) > len(self.seqs[best])):
+                best = i
+        if best >= 0:
+            self.recent = []
+        return best
+
+    def reset(self) -> None:
+        self.recent = []
+
+
+class ReasoningGate:
+    """common_reasoning_budget with an unlimited budget: IDLE until the start marker's tokens, COUNTING inside
+    the reasoning, DONE after an end marker's tokens (and COUNTING again on a new start marker)."""
+
+    def __init__(self, start, ends):
+        self.start = _TokenMatcher([start])
+        self.end = _TokenMatcher(ends)
+        self.state = IDLE
+        self.end_match = -1
+
+    def accept(self, token: int) -> None:
+        if self.state == COUNTING:
+            m = self.end.advance(token)
+            if m >= 0:
+                self.state, self.end_match = DONE, m
+        elif self.start.advance(token) >= 0:
+            if self.state == DONE:
+                self.end.reset()
+                self.end_match = -1
+            self.state = COUNTING
+
+    def end_tokens(self) -> list[int]:
+        """The end marker that closed the block (common_reasoning_budget_get_end_match), [] if none."""
+        return self.end.seqs[self.end_match] if self.end_match >= 0 else []
+
+
 class Sampler:
     """common_sampler for one request (see the module text)."""
 
@@ -120,9 +183,14 @@ class Sampler:
         if grammar is None and p.grammar is not None:
             grammar = self._make_grammar()
         self.grammar = grammar
-        if (p.reasoning_budget_start and p.reasoning_budget_end
-                and (p.grammar_lazy or p.reasoning_budget_tokens >= 0 or p.reasoning_control)):
-            raise unsupported("the reasoning budget sampler")
+        self.gate = None
+        if p.reasoning_budget_start and p.reasoning_budget_end:
+            if p.reasoning_budget_tokens >= 0 or p.reasoning_control:
+                raise unsupported("the reasoning budget sampler with a budget or reasoning_control")
+            if p.grammar_lazy:
+                self.gate = ReasoningGate(p.reasoning_budget_start, p.reasoning_budget_end)
+                for t in self._prefill():
+                    self.gate.accept(t)
         if p.backend_sampling and self.grammar is not None:
             p.backend_sampling = False    # common_sampler_init turns it off in the task's params (not with grammar)
         self.chain = ch.Chain(chain_steps(p, self.n_vocab, tokenizer))
@@ -135,16 +203,27 @@ class Sampler:
         spec = self.params.grammar
         if spec.text.startswith("%llguidance"):
             raise unsupported("llguidance grammars")
-        prefill = []
-        gp = self.params.generation_prompt
-        if gp:
-            toks = list(self.tok.tokenize(gp, add_special=False, parse_special=True))
-            prefill = greq.prefill_tokens(gp, toks, lambda t: self.tok.token_to_piece(t, special=True)
-                                          .decode("utf-8", "replace"))
         try:
-            return greq.sampler_grammar(spec, _grammar_vocab(self.tok), prefill)
+            return greq.sampler_grammar(spec, _grammar_vocab(self.tok), self._prefill())
         except greq.ConstrainedRequestError as e:
             raise RequestError(e.message, e.status) from None
+
+    def _prefill(self) -> list[int]:
+        """The generation prompt's tokens (but a leading space token the tokenizer adds), which
+        common_sampler_init feeds to the grammar and the reasoning budget sampler."""
+        from bankml.grammar import request as greq
+        gp = self.params.generation_prompt
+        if not gp:
+            return []
+        toks = list(self.tok.tokenize(gp, add_special=False, parse_special=True))
+        return greq.prefill_tokens(gp, toks, lambda t: self.tok.token_to_piece(t, special=True)
+                                   .decode("utf-8", "replace"))
+
+    def _grammar_applies(self) -> bool:
+        """grammar_should_apply: a lazy grammar is left out inside a reasoning block."""
+        if self.grammar is None:
+            return False
+        return self.gate is None or self.gate.state != COUNTING
 
     def begin(self, prompt_tokens) -> None:
         """the slot's init_sampler: reset, then every prompt token accepted by the chain"""
@@ -162,7 +241,7 @@ class Sampler:
             return c.selected_id()
         self.chain.apply(c)
         tok = c.selected_id()
-        g = self.grammar
+        g = self.grammar if self._grammar_applies() else None
         if g is None or g.allowed(tok):
             return tok
         c.fill(_masked(logits, g))
@@ -172,7 +251,13 @@ class Sampler:
         return c.selected_id()
 
     def accept(self, token: int, is_generated: bool = True) -> None:
-        if self.grammar is not None and is_generated:
+        to_grammar = is_generated and self._grammar_applies()
+        if self.gate is not None and is_generated:
+            self.gate.accept(token)
+            if self.grammar is not None and not to_grammar and self.gate.state == DONE:
+                for t in self.gate.end_tokens():     # the end marker may hold the grammar's trigger
+                    self.grammar.accept(t)
+        if to_grammar:
             self.grammar.accept(token)
         self.chain.accept(token)
         self.prev.append(token)

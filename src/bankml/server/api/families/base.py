@@ -79,6 +79,7 @@ class Family:
     name = ""
     framing: Framing
     parses_tool_calls = False   # a chat family that answers parsed tool calls (OpenAI chat, Anthropic, Responses)
+    parses_reasoning_with_tools = False   # ... and the reasoning parsed beside them (OpenAI chat)
 
     def read(self, ctx, body) -> FamilyRequest:
         """The family's own request step before the prompt is read (raises Refusal); by default the body is

@@ -102,10 +102,14 @@ def tool_call_id() -> str:
 
 def tool_diffs(old, new) -> list[dict]:
     """compute_diffs between two parsed messages, each diff as its delta (server_chat_msg_diff_to_json_oaicompat):
-    the content's, then the last known call's (its arguments' growth), then each new call whole."""
+    the reasoning's, the content's, then the last known call's (its arguments' growth), then each new call
+    whole."""
     from ....errors import SchemaError
     from ....grammar.chat import content_delta
     out = []
+    if old.reasoning_content != new.reasoning_content:
+        d = content_delta(old.reasoning_content, new.reasoning_content)
+        out.append({"reasoning_content": d} if d else {})
     if old.content != new.content:
         d = content_delta(old.content, new.content)
         out.append({"content": d} if d else {})
@@ -144,6 +148,8 @@ def tool_diffs(old, new) -> list[dict]:
 def _message_json(msg) -> dict:
     """common_chat_msg::to_json_oaicompat for a parsed message with tool calls."""
     out = {"role": "assistant", "content": msg.content}
+    if msg.reasoning_content:
+        out["reasoning_content"] = msg.reasoning_content
     if msg.tool_calls:
         out["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments},
                               **({"id": c.id} if c.id else {})} for c in msg.tool_calls]
@@ -236,6 +242,7 @@ def _not_yet(message: str) -> Refusal:
 class OAIChat(Family):
     name = "oai_chat"
     parses_tool_calls = True
+    parses_reasoning_with_tools = True
     framing = SSE(done=True)
 
     def read(self, ctx, body) -> FamilyRequest:
@@ -243,6 +250,7 @@ class OAIChat(Family):
         other than content-only / peg-native, a prefill the generation prompt does not end in and a JSON-schema
         answer after a prefill are refused (501); a JSON schema (under --jinja) becomes the grammar and the
         response format that extracts the answer's content."""
+        from ....chat.messages import CONTINUE_NONE
         from ....chat.request import ChatRequestError, parse_chat_request
         from ....grammar import request as greq
         try:
@@ -254,17 +262,22 @@ class OAIChat(Family):
         if req.has_tools:   # served without a tool-call grammar / parser, or with one bankml reproduces
             from ....chat.tools import refusal, served_with_tool_parser
             caps = ctx.templates.caps()
-            why = refusal(req.chat, req.inputs, caps, parse_tools=self.parses_tool_calls)
+            why = refusal(req.chat, req.inputs, caps, self.parses_tool_calls, self.parses_reasoning_with_tools)
             if why:
                 raise _not_yet(why)
-            if self.parses_tool_calls and served_with_tool_parser(req.chat, req.inputs, caps):
+            if self.parses_tool_calls and served_with_tool_parser(req.chat, req.inputs, caps,
+                                                                  self.parses_reasoning_with_tools):
                 tools = OAIChat._tool_calls(req, data)
         if req.chat.format not in ("content-only", "peg-native"):
             raise _not_yet(f"chat format {req.chat.format} is not reproduced by bankml yet")
         gp, base = req.chat.generation_prompt, ctx.base_generation_prompt()
-        if not gp.startswith(base):
+        if tools is not None and req.inputs.continue_final_message == CONTINUE_NONE:
+            prefix = ""                  # the tool parser reads the request's own generation prompt (thinking
+            #                              enabled per request changes it)
+        elif not gp.startswith(base):
             raise _not_yet("this assistant prefill is not reproduced by bankml yet")
-        prefix = gp[len(base):]
+        else:
+            prefix = gp[len(base):]
         fmt = None
         if req.json_schema is not None and ctx.chat_options.use_jinja:   # (--no-jinja: a plain grammar)
             if prefix:
@@ -287,9 +300,12 @@ class OAIChat(Family):
         from ....errors import SchemaError
         from ....grammar import chat_tools
         from ....grammar.request import TOOL_CALLS
+        chat = req.chat
+        thinking = chat_tools.Thinking(chat.reasoning_start, chat.reasoning_end,
+                                       req.inputs.reasoning_format != "none") if chat.supports_thinking else None
         try:
-            tc = chat_tools.tool_calls(req.inputs.tools, req.chat.tool_format, req.chat.generation_prompt,
-                                       req.inputs.tool_choice, req.inputs.parallel_tool_calls)
+            tc = chat_tools.tool_calls(req.inputs.tools, chat.tool_format, chat.generation_prompt,
+                                       req.inputs.tool_choice, req.inputs.parallel_tool_calls, thinking)
         except SchemaError as e:
             raise Refusal(400, e.message) from None
         if tc.grammar:
