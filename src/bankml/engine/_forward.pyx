@@ -357,6 +357,14 @@ def embd_normalize(vec, int mode):
     return out
 
 
+cdef void _copy_cells(bk_kv_cache *dst, const bk_kv_cache *src):
+    """dst's cells, head, used count and K/V bytes made src's, cell for cell (the same size and type)."""
+    memcpy(dst.data, src.data, <size_t>dst.n_layer * dst.size * (dst.k_row_bytes + dst.v_row_bytes))
+    memcpy(dst.cells.pos, src.cells.pos, <size_t>dst.size * sizeof(int32_t))
+    dst.cells.head = src.cells.head
+    dst.cells.used = src.cells.used
+
+
 cdef void _state_rows(bk_kv_cache *s, const uint32_t[::1] cells, const unsigned char[::1] buf, bint to_state):
     """Per layer, the K rows then the V rows of `cells` (in that order) copied into a state buffer (to_state) or
     out of one into the cells: llama-kv-cache.cpp's state_write_data / state_read_data layout."""
@@ -658,6 +666,22 @@ cdef class _KVCache:
                                        self.n_head_kv, self.head_dim, self.n_rot, self.neox, self.rot_k,
                                        self.theta_scale,
                                        &shift[0], &row[0], &cache[0])
+
+    def copy_from(self, _KVCache other):
+        """llama_memory_seq_cp between two streams (llama_kv_cache::seq_cp across streams, then update's buffer
+        copy; llama_kv_cache_iswa does it for both caches): every cell of `other` at the same index, its position,
+        the search head and the K/V bytes, in the base cache and the sliding-window one. Caches of one shape."""
+        if (self.kv.size != other.kv.size or self.kv.type != other.kv.type or self.kv.n_layer != other.kv.n_layer
+                or (self.kv.swa == NULL) != (other.kv.swa == NULL) or self.kv.cells.seq != NULL
+                or other.kv.cells.seq != NULL):
+            raise ValueError("a stream copy needs two one-sequence caches of the same shape")
+        cdef bk_kv_cache *sd = <bk_kv_cache *>self.kv.swa
+        cdef bk_kv_cache *ss = <bk_kv_cache *>other.kv.swa
+        if sd != NULL and sd.size != ss.size:
+            raise ValueError("a stream copy needs sliding-window caches of the same size")
+        _copy_cells(&self.kv, &other.kv)
+        if sd != NULL:
+            _copy_cells(sd, ss)
 
     def positions(self):
         """int32[size]: the position each cell holds, -1 when empty (cell order)."""

@@ -274,6 +274,12 @@ class KVCache:
             state.swa = self.swa_save()
         return state
 
+    def copy_from(self, other: "KVCache") -> None:
+        """Make this cache a copy of `other` cell for cell (K/V bytes, positions, search head; the
+        sliding-window part too): llama_memory_seq_cp between two slots' streams (llama-server's copy_state_to
+        of a parent's prompt to its n > 1 children). ValueError for caches of another shape."""
+        self._c.copy_from(other._c)
+
     def restore(self, state: bytes) -> None:
         """Replace the contents with a save() of a cache of the same model and type. A state of the wrong size
         raises before anything changes."""
