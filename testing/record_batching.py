@@ -155,6 +155,12 @@ GEMMA3_SCHEDULES = [
      "B": g3_body(G3_DOC_Q[:1], 14, temperature=0.8, seed=3),
      "C": body("A list of rivers in Europe:\n1.", 10)},
 ]
+# the first two on one unified KV stream (-kvu): the slots' cells interleave in the shared base and sliding-window
+# caches; B0's conversation is saved to the host prompt cache and cleared when A starts (cache_idle_slots), then
+# restored for B (both caches' cells and its checkpoints), and B's checkpoints are its sequence's cells of the
+# shared sliding-window cache
+GEMMA3_SCHEDULES += [dict(s, name=s["name"].replace("_np2", "_kvu_np2"),
+                          flags=[f for f in s.get("flags", FLAGS) if f != "-v"] + ["-kvu", "-v"]) for s in GEMMA3_SCHEDULES[:2]]
 
 
 def _argv(flags):

@@ -1,7 +1,7 @@
 """bankml-serve and a sliding-window model (Gemma 3): served with llama-server's context checkpoints and pos_min
-rule with a KV cache per slot, at -np 1 (the answers: tests/test_server_gemma3.py) and -np N (batched:
-tests/test_server_batching.py, batching_gemma3.json); what is not reproduced is refused by name: a unified KV
-cache (-kvu, and -np auto, the default), --context-shift, a quantized KV cache, slot files."""
+rule, at -np 1 (the answers: tests/test_server_gemma3.py) and on several slots, with a KV cache each or one
+unified cache (-kvu, -np auto; batched: tests/test_server_batching.py, batching_gemma3.json); what is not
+reproduced is refused by name: --context-shift, a quantized KV cache, slot files."""
 
 import pytest
 
@@ -43,10 +43,19 @@ def test_serving_gemma3_at_np_2_has_a_cache_per_slot(gemma3_path):
         ctx.close()
 
 
+def test_serving_gemma3_on_a_unified_cache(gemma3_path):
+    ctx = ServerContext.load(parse_flags(["-m", str(gemma3_path), "-np", "2", "-kvu"] + BASE))
+    try:
+        ctx.start()
+        # one stream of 4096 cells and a shared sliding-window cache of pad(512 x 2 + 512, 256) cells
+        u = ctx.slots.unified
+        assert ctx.worker.batcher is not None and u is not None and (u.n_ctx, u.swa_size) == (4096, 1536)
+        assert all(s.cache.has_swa for s in ctx.slots.slots)
+    finally:
+        ctx.close()
+
+
 @pytest.mark.parametrize("extra, why", [
-    ([], "on a unified KV cache"),                                     # -np auto: 4 slots, unified
-    (["-np", "2", "-kvu"], "on a unified KV cache"),
-    (["-np", "1", "-kvu"], "on a unified KV cache"),
     (["-np", "1", "--context-shift"], "--context-shift on a gemma3 model"),
 ])
 def test_what_is_not_reproduced_is_refused_by_name(gemma3_path, extra, why):

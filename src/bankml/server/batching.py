@@ -40,7 +40,7 @@ runs whole between steps once a slot is idle; a slot save / restore / erase wait
 Served one at a time instead (for_context returns None): one slot (-np 1), a unified KV cache that
 slots.unified_refusal names (a model other than llama and qwen3, embeddings), and models whose graph
 Model.decode_batch does not gather (bankml.engine.model.MULTI_SEQ_ARCHS). A model with sliding-window layers
-(gemma3) is batched with a KV cache per slot; on a unified cache it is refused at load (context._swa_refusal).
+(gemma3) is batched with a KV cache per slot or on a unified one, its checkpoints taken per slot.
 
 With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt) at P,
 ...` (D rows of slot I from position P, in the batch's order); with the unified cache's own debug lines (`kv:

@@ -153,9 +153,9 @@ class ServerContext:
             raise ModelRefused(path, [f"serving a {arch} model is not reproduced by bankml yet: {UNSERVED[arch]}"])
         if desc is not None and desc.swa != "none":
             # llama-server's serving of sliding-window layers (context checkpoints, the pos_min rule, --swa-full)
-            # is reproduced with a KV cache per slot (-np N without -kvu; several slots batched by
-            # bankml.server.batching); what is not is refused by name (ModelRefused: bankml-serve exits with the
-            # reason)
+            # is reproduced with a KV cache per slot (-np N without -kvu) and on a unified one (-kvu, -np auto),
+            # several slots batched by bankml.server.batching; what is not is refused by name (ModelRefused:
+            # bankml-serve exits with the reason)
             why = _swa_refusal(cfg, arch)
             if why:
                 raise ModelRefused(path, [why])
@@ -224,11 +224,6 @@ UNSERVED: dict[str, str] = {}
 
 def _swa_refusal(cfg, arch: str) -> str | None:
     """Why bankml-serve cannot serve a model with sliding-window layers under these flags (None: it can)."""
-    if slot_context(cfg.n_ctx, cfg.n_parallel, cfg.kv_unified, 1 << 30)[2]:
-        return (f"serving a {arch} model (sliding-window layers) on a unified KV cache (-kvu, and -np auto, the "
-                "default) is not reproduced by bankml yet: one slot's sliding-window cells are not saved and "
-                "restored in the shared sliding-window cache (context checkpoints, the host prompt cache, n > 1 "
-                "choices); use -np N (N >= 1) without -kvu, a KV cache per slot")
     if cfg.ctx_shift:
         return (f"--context-shift on a {arch} model (sliding-window layers) is not reproduced by bankml yet")
     if cfg.cache_type_k != "f16":

@@ -159,9 +159,9 @@ def message_spans(tokenizer, delimiters, tokens: list[int]) -> list[tuple[str, i
 
 @dataclass
 class Checkpoint:
-    """common_prompt_checkpoint: the sliding-window cache's cells (KVCache.swa_save(), LLAMA_STATE_SEQ_FLAGS_
-    PARTIAL_ONLY) as they were before the batch that starts at n_tokens, with the cache's pos_min / pos_max then,
-    and the task that made it."""
+    """common_prompt_checkpoint: the sliding-window cache's cells of the slot's sequence (KVCache.swa_save(), or
+    UnifiedSeq.swa_save() on a unified cache; LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) as they were before the batch
+    that starts at n_tokens, with the cache's pos_min / pos_max then, and the task that made it."""
     id_task: int
     n_tokens: int
     pos_min: int
