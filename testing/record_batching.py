@@ -18,6 +18,15 @@ a batched answer with the answer served alone.
 
 records QWEN3_SCHEDULES on the Q4_1 file re-described as qwen3 (testing/record_forward.py derived("qwen3"); the
 record keeps its sha256) into tests/oracle/server/batching_qwen3.json instead.
+
+    python -m testing.record_batching --gemma3 [--check] [NAME ...]
+
+records GEMMA3_SCHEDULES on Gemma 3 270M Q4_K_M (sliding-window layers; testing/oracle.py model_path("gemma3"))
+into tests/oracle/server/batching_gemma3.json. These schedules may have `pre` requests, posted one after the other
+on the fresh server before A (a conversation's first turn): a later request given as a function of the answers so
+far is built once they are in (the conversation's next turn, on the slot that holds the first, through its
+context checkpoints). Their prompts are Gemma's chat turns sent to /completion with the template's
+`message_delimiters`, so llama-server cuts its batches and makes its checkpoints at the user messages.
 """
 
 from __future__ import annotations
@@ -99,6 +108,61 @@ OUT_QWEN3 = REPO / "tests" / "oracle" / "server" / "batching_qwen3.json"
 QWEN3_SCHEDULES = ("greedy_np2", "sampled_np2", "split_kv_np2", "three_slots_np3")
 
 
+# Gemma 3 (sliding-window layers, a window of 512): the schedules of batching_gemma3.json
+OUT_GEMMA3 = REPO / "tests" / "oracle" / "server" / "batching_gemma3.json"
+G3_DELIMS = [{"role": "user", "delimiter": "<start_of_turn>user\n"},
+             {"role": "assistant", "delimiter": "<start_of_turn>model\n"}]
+
+
+def g3_turns(questions, answers=()) -> str:
+    """A Gemma chat as text: the user turns with the model's answers between them, ending at the model's turn."""
+    out = ""
+    for i, q in enumerate(questions):
+        out += f"<start_of_turn>user\n{q}<end_of_turn>\n<start_of_turn>model\n"
+        if i < len(answers):
+            out += answers[i] + "<end_of_turn>\n"
+    return out
+
+
+def g3_body(questions, n, answers=(), **kw) -> dict:
+    return body(g3_turns(questions, answers), n, message_delimiters=G3_DELIMS, **kw)
+
+
+G3_Q = ["What is the capital of France?", "And of Italy?"]
+G3_DOC_Q = ["Read this text.\n" + ss.DOC + "\nWhere does the Rhine begin?", "Where does it end?"]
+
+GEMMA3_SCHEDULES = [
+    # B0 is a short conversation's first turn; B its second, on B0's slot: the pos_min rule finds the cache's
+    # sliding-window part useless past the common prefix and restores B0's checkpoint (as with -np 1) while A
+    # streams beside it; A's prompt (about 1,100 tokens) passes the sliding-window cache (1024 cells); C waits
+    {"name": "g3_chat_np2", "after": {"B": 3, "C": 3},
+     "pre": {"B0": g3_body(G3_Q[:1], 10)},
+     "A": g3_body(["Read this text.\n" + ss.DOC * 2 + "\nSummarize it."], 24, stream=True),
+     "B": lambda ans: g3_body(G3_Q, 10, [ans["B0"]["content"]]),
+     "C": g3_body(["Write a short haiku about the rain."], 12)},
+    # -b 64 -ub 16: B0's first turn carries a text of about 560 tokens (past the window); B, its second turn,
+    # shares each step's 64 tokens with A's row: its share ends at the user message and 20 and 4 tokens before
+    # its end (checkpoints made before each step's decode); C is deferred
+    {"name": "g3_small_batch_np2", "flags": ss.flags("-v", "-b", "64", "-ub", "16", np="2"),
+     "after": {"B": 3, "C": 3},
+     "pre": {"B0": g3_body(G3_DOC_Q[:1], 8)},
+     "A": g3_body(["Tell me about the stars in the night sky."], 30, stream=True),
+     "B": lambda ans: g3_body(G3_DOC_Q, 10, [ans["B0"]["content"]]),
+     "C": g3_body(["Name three colours."], 8)},
+    # two long prompts side by side: B's (about 600 tokens) joins while A (about 1,100) generates, sampled
+    {"name": "g3_overlap_np2", "after": {"B": 4, "C": 4},
+     "A": body("The Rhine. " + ss.DOC * 2 + "\nIn short, the Rhine", 40, stream=True),
+     "B": g3_body(G3_DOC_Q[:1], 14, temperature=0.8, seed=3),
+     "C": body("A list of rivers in Europe:\n1.", 10)},
+]
+# the first two on one unified KV stream (-kvu): the slots' cells interleave in the shared base and sliding-window
+# caches; B0's conversation is saved to the host prompt cache and cleared when A starts (cache_idle_slots), then
+# restored for B (both caches' cells and its checkpoints), and B's checkpoints are its sequence's cells of the
+# shared sliding-window cache
+GEMMA3_SCHEDULES += [dict(s, name=s["name"].replace("_np2", "_kvu_np2"),
+                          flags=[f for f in s.get("flags", FLAGS) if f != "-v"] + ["-kvu", "-v"]) for s in GEMMA3_SCHEDULES[:2]]
+
+
 def _argv(flags):
     return flags[2:]
 
@@ -143,7 +207,16 @@ def _plain_answer(ans):
 def run_schedule(s: dict, model: str) -> dict:
     log = f"/tmp/record_batching_{s['name']}.log"
     answers = {}
+    requests = {}
     with LlamaServer(model, base_args=_argv(s.get("flags", FLAGS)), log=log) as srv:
+        for name, req in s.get("pre", {}).items():     # one after the other, before A
+            st, _, payload = srv.post(P, req)
+            assert st == 200, payload
+            answers[name] = _plain_answer(json.loads(payload))
+            requests[name] = req
+        for name in "ABC":                              # a later turn is built from the answers so far
+            requests[name] = s[name](answers) if callable(s[name]) else s[name]
+        s = dict(s, **requests)
         fired = set()
         threads = []
 
@@ -165,12 +238,15 @@ def run_schedule(s: dict, model: str) -> dict:
         for t in threads:
             t.join()
     joins = schedule_of(log, s)
-    by_len = {answers[k]["tokens_evaluated"]: k for k in "ABC"}
-    assert len(by_len) == 3, "the three prompts need distinct token counts (the log names them by it)"
+    by_len = {answers[k]["tokens_evaluated"]: k for k in answers}
+    assert len(by_len) == len(answers), "the prompts need distinct token counts (the log names them by it)"
     for j in joins:
         j["request"] = by_len[j.pop("n_tokens")]
+    pre = joins[:len(s.get("pre", {}))]
+    joins = joins[len(pre):]
+    assert [j["request"] for j in pre] == list(s.get("pre", {})), pre
     assert [j["request"] for j in joins][0] == "A" and len(joins) == 3, joins
-    return {"answers": answers, "schedule": joins}
+    return {"answers": answers, "schedule": joins, "requests": requests}
 
 
 def schedule_of(log: str, s: dict) -> list[dict]:
@@ -202,12 +278,12 @@ def schedule_of(log: str, s: dict) -> list[dict]:
     return joins
 
 
-def alone(s: dict, model: str) -> dict:
+def alone(s: dict, model: str, requests: dict) -> dict:
     out = {}
     flags = [f for f in s.get("flags", FLAGS) if f != "-v"]
     with LlamaServer(model, base_args=_argv(flags)) as srv:
-        for name in ("A", "B", "C"):
-            req = dict(s[name], stream=False)
+        for name, req in requests.items():
+            req = dict(req, stream=False)
             st, _, payload = srv.post(P, dict(req, cache_prompt=False))
             assert st == 200, payload
             out[name] = _plain_answer(json.loads(payload))
@@ -220,17 +296,24 @@ def main() -> None:
     model = str(model_path("smollm2"))
     only = [a for a in sys.argv[1:] if not a.startswith("-")]
     rec = {"doc": __doc__.split("\n\n")[0], "path": P, "schedules": []}
+    schedules = SCHEDULES
     if "--qwen3" in sys.argv:
         from bankml.models.verify import sha256_file
         from testing.record_forward import derived
         out, model = OUT_QWEN3, str(derived("qwen3"))
         rec |= {"model": "qwen3", "sha256": sha256_file(model)}
-    for s in SCHEDULES:
-        if (only and s["name"] not in only) or (out == OUT_QWEN3 and s["name"] not in QWEN3_SCHEDULES):
+        schedules = [s for s in SCHEDULES if s["name"] in QWEN3_SCHEDULES]
+    if "--gemma3" in sys.argv:
+        out, model, schedules = OUT_GEMMA3, str(model_path("gemma3")), GEMMA3_SCHEDULES
+        rec["model"] = "gemma3"
+    for s in schedules:
+        if only and s["name"] not in only:
             continue
         got = run_schedule(s, model)
         entry = {"name": s["name"], "flags": s.get("flags", FLAGS), "after": s["after"],
-                 "requests": {k: s[k] for k in "ABC"}, **got, "alone": alone(s, model)}
+                 "pre": list(s.get("pre", {})), **got}
+        if out != OUT_GEMMA3:   # Gemma 3's answers alone are gemma3.json's (and differ from batched ones here)
+            entry["alone"] = alone(s, model, got["requests"])
         rec["schedules"].append(entry)
         print(s["name"], json.dumps(got["schedule"])[:400])
     if check:

@@ -307,13 +307,21 @@ def test_refusals_leave_the_cache(small):
 
 def test_gemma3_one_item_is_decode(gemma3_path):
     """The same on the Gemma 3 graph (a base and a sliding-window cache), through both paths too; one sequence's
-    save / restore in its unified cache is refused."""
+    save / restore in its unified cache carries both parts (the sliding-window one: the cells its window shows)."""
     m = Model.open(gemma3_path, n_ctx=512)
     try:
         _one_item_is_decode(m)
         u = m.new_unified_cache(n_ctx=512, n_seq_max=2)
         assert u.swa_size == 512           # pad(min(512, 512 * 2 + 512), 256)
-        with pytest.raises(NotImplementedError):
-            u.seq(0).save()
+        toks = [2] + [(i * 7919) % 50000 + 100 for i in range(299)]
+        m.decode_unified(u, [(0, toks, 0)])
+        s0 = u.seq(0)
+        saved = s0.save()
+        assert saved.positions == tuple(range(300)) and saved.swa[0] == tuple(range(300))
+        s0.clear()
+        assert s0.n_past == 0 and s0.seq_pos_min() == -1
+        s0.restore(saved)
+        assert s0.n_past == 300 and (s0.seq_pos_min(), s0.seq_pos_max()) == (0, 299)
+        assert s0.swa_save() == saved.swa and bytes(s0.save()) == bytes(saved)
     finally:
         m.close()

@@ -1,6 +1,8 @@
 """Continuous batching (bankml.server.batching) against llama-server b11192 serving overlapping requests on two
-slots: tests/oracle/server/batching.json, recorded by testing/record_batching.py, and some of its schedules on the
-qwen3 file (batching_qwen3.json: the qwen3 graph through Model.decode_batch).
+slots: tests/oracle/server/batching.json, recorded by testing/record_batching.py, some of its schedules on the
+qwen3 file (batching_qwen3.json: the qwen3 graph through Model.decode_batch), and Gemma 3's (batching_gemma3.json:
+sliding-window layers, each slot's context checkpoints taken inside the batched steps; a schedule's `pre`
+requests, a conversation's first turn, are answered one after the other before A).
 
 Each schedule is replayed in-process on its recorded flags (-np 2 or 3, split cache or -kvu; -b 64 -ub 16 in three): A
 streams; each later request is submitted when A has sampled as many tokens as llama-server's log says it had when
@@ -31,6 +33,8 @@ from testing.record_batching import _plain_answer, _stream_answer
 RECORD = Path(__file__).parent / "oracle" / "server" / "batching.json"
 # some of the schedules on the qwen3 file (testing/record_batching.py --qwen3; the record pins its sha256)
 RECORD_QWEN3 = RECORD.with_name("batching_qwen3.json")
+# Gemma 3 270M (sliding-window layers: context checkpoints per slot; testing/record_batching.py --gemma3)
+RECORD_GEMMA3 = RECORD.with_name("batching_gemma3.json")
 
 
 def _record(path=RECORD):
@@ -38,7 +42,8 @@ def _record(path=RECORD):
 
 
 # (record, schedule index) of every recorded schedule, the qwen3 file's after the llama ones
-SCHEDULES = [(path, i) for path in (RECORD, RECORD_QWEN3) for i in range(len(_record(path)["schedules"]))]
+SCHEDULES = [(path, i) for path in (RECORD, RECORD_QWEN3, RECORD_GEMMA3)
+             for i in range(len(_record(path)["schedules"]))]
 
 
 def _sched_id(x):
@@ -102,6 +107,8 @@ def engines(smollm2_path, request):
     naming the qwen3 file gets it (its sha256 checked)."""
     def get(flags, path=RECORD):
         model = smollm2_path
+        if path == RECORD_GEMMA3:
+            model = request.getfixturevalue("gemma3_path")
         if path == RECORD_QWEN3:
             from bankml.models.verify import sha256_file
             model = request.getfixturevalue("smollm2_qwen3_path")
@@ -117,13 +124,20 @@ def engines(smollm2_path, request):
     _ENGINES.clear()
 
 
-def _play(eng, sched):
-    """A first; each later request when A has sampled as many tokens as llama-server's log says it had when that
-    request's prompt started, but a request llama-server deferred (no idle slot) right after the one before it (it
-    then starts by the rules alone, when a slot frees)."""
+def _play(eng, sched, joined):
+    """The `pre` requests one after the other; then A first; each later request when A has sampled as many tokens
+    as llama-server's log says it had when that request's prompt started, but a request llama-server deferred (no
+    idle slot) right after the one before it (it then starts by the rules alone, when a slot frees). joined: the
+    batch log's lines, emptied once the pre requests are answered."""
     ctx = eng.ctx
     reqs = sched["requests"]
     joins = sched["schedule"]
+    got = {}
+    for name in sched.get("pre", []):
+        r = _Req(ctx, reqs[name])
+        r.submit(ctx)
+        got[name] = r.answer(False)
+    joined.clear()
     a_task = str(joins[0]["task"])
     triggers = []                       # (A's n_gen, [names])
     for j in joins[1:]:
@@ -144,7 +158,7 @@ def _play(eng, sched):
 
     a = _Req(ctx, reqs["A"], on_a)
     a.submit(ctx)
-    got = {"A": a.answer(True)}
+    got["A"] = a.answer(True)
     for j in joins[1:]:
         got[j["request"]] = later[j["request"]].answer(False)
     return got
@@ -156,6 +170,8 @@ def _fresh(eng):
         for s in eng.ctx.slots.slots:
             s.clear()
             s.t_last_used = -1
+        if eng.ctx.slots.prompt_cache is not None:
+            eng.ctx.slots.prompt_cache.states.clear()
     eng.ctx.worker.call(clear)
 
 
@@ -191,11 +207,11 @@ def test_overlapping_requests_are_llama_servers(engines, path, i):
     try:
         eng = engines(sched["flags"], path)
         _fresh(eng)
-        got = _play(eng, sched)
+        got = _play(eng, sched, h.lines)
     finally:
         log.removeHandler(h)
         log.setLevel(old)
-    for name in "ABC":
+    for name in sched["answers"]:
         assert got[name] == sched["answers"][name], f"{sched['name']} {name}"
     # the second and third requests started where llama-server's log says (A's sampled count at their steps)
     joins = sched["schedule"]
@@ -207,7 +223,8 @@ def test_overlapping_requests_are_llama_servers(engines, path, i):
     assert any(j["deferred"] for j in joins) or len({j["slot"] for j in joins}) == 3
 
 
-@pytest.mark.parametrize("path,i", SCHEDULES, ids=_sched_id)
+@pytest.mark.parametrize("path,i", [(p, i) for p, i in SCHEDULES if "alone" in _record(p)["schedules"][i]],
+                         ids=_sched_id)
 def test_each_request_alone_is_llama_servers(engines, path, i):
     """The same requests served one after another (cache_prompt false): llama-server's answers alone. Where the
     record's batched and alone answers are equal (every schedule whose cells stay under 512), batching changed no
@@ -215,7 +232,7 @@ def test_each_request_alone_is_llama_servers(engines, path, i):
     sched = _record(path)["schedules"][i]
     eng = engines(sched["flags"], path)
     _fresh(eng)
-    for name in "ABC":
+    for name in sched["alone"]:
         body = dict(sched["requests"][name], stream=False, cache_prompt=False)
         r = _Req(eng.ctx, body)
         r.submit(eng.ctx)

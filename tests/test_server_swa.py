@@ -1,6 +1,7 @@
 """bankml-serve and a sliding-window model (Gemma 3): served with llama-server's context checkpoints and pos_min
-rule at -np 1 (the answers: tests/test_server_gemma3.py); what is not reproduced is refused by name: several slots
-or a unified KV cache (-np auto is the default), --context-shift, a quantized KV cache, slot files."""
+rule, at -np 1 (the answers: tests/test_server_gemma3.py) and on several slots, with a KV cache each or one
+unified cache (-kvu, -np auto; batched: tests/test_server_batching.py, batching_gemma3.json); what is not
+reproduced is refused by name: --context-shift, a quantized KV cache, slot files."""
 
 import pytest
 
@@ -31,10 +32,30 @@ def test_swa_full_and_no_checkpoints(gemma3_path):
     assert cfg.n_ctx_checkpoints == 0
 
 
+def test_serving_gemma3_at_np_2_has_a_cache_per_slot(gemma3_path):
+    ctx = ServerContext.load(parse_flags(["-m", str(gemma3_path), "-np", "2"] + BASE))
+    try:
+        ctx.start()
+        # two slots, each its own base and sliding-window caches (2048 and 1024 cells), batched
+        assert ctx.worker.batcher is not None and ctx.slots.unified is None
+        assert [(s.cache.n_ctx, s.cache._c.swa_size) for s in ctx.slots.slots] == [(2048, 1024)] * 2
+    finally:
+        ctx.close()
+
+
+def test_serving_gemma3_on_a_unified_cache(gemma3_path):
+    ctx = ServerContext.load(parse_flags(["-m", str(gemma3_path), "-np", "2", "-kvu"] + BASE))
+    try:
+        ctx.start()
+        # one stream of 4096 cells and a shared sliding-window cache of pad(512 x 2 + 512, 256) cells
+        u = ctx.slots.unified
+        assert ctx.worker.batcher is not None and u is not None and (u.n_ctx, u.swa_size) == (4096, 1536)
+        assert all(s.cache.has_swa for s in ctx.slots.slots)
+    finally:
+        ctx.close()
+
+
 @pytest.mark.parametrize("extra, why", [
-    ([], "several slots or a unified KV cache"),                       # -np auto: 4 slots, unified
-    (["-np", "2"], "several slots or a unified KV cache"),
-    (["-np", "1", "-kvu"], "several slots or a unified KV cache"),
     (["-np", "1", "--context-shift"], "--context-shift on a gemma3 model"),
 ])
 def test_what_is_not_reproduced_is_refused_by_name(gemma3_path, extra, why):
@@ -185,5 +206,32 @@ def test_sliding_window_checkpoint_keeps_the_window_only(gemma3_path):
         m.cache.clear()
         m.cache.restore(saved)
         assert m.cache.n_past == 1104 and m.cache.seq_pos_max() == 1103
+    finally:
+        m.close()
+
+
+@pytest.mark.slow
+def test_stream_copy_is_cell_for_cell(gemma3_path):
+    # copy_state_to's seq_cp between two streams (an n > 1 parent's prompt to its children): every cell at the same
+    # index in both caches, masked sliding-window cells included (a save / restore would leave those out and
+    # compact the rest), and the next decode of either gives the same row
+    import numpy as np
+    from bankml.engine import Model
+    m = Model.open(gemma3_path, n_ctx=4096)
+    try:
+        a, b = m.new_cache(2048), m.new_cache(2048)
+        toks = [2] + [(i * 7919) % 50000 + 100 for i in range(1099)]
+        m.decode(toks, 0, cache=a)
+        b.copy_from(a)
+        assert (b.positions() == a.positions()).all()
+        assert (b._c.swa_positions() == a._c.swa_positions()).all() and b.seq_pos_min() == a.seq_pos_min() == 76
+        assert bytes(b.save()) == bytes(a.save()) and b.save().swa == a.save().swa
+        rows = []
+        for c in (a, b):
+            m.decode([toks[5]], 1100, cache=c)
+            rows.append(m.logits().copy())
+        assert rows[0].view(np.uint32).tolist() == rows[1].view(np.uint32).tolist()
+        with pytest.raises(ValueError, match="same shape"):
+            m.new_cache(4096).copy_from(a)
     finally:
         m.close()

@@ -393,6 +393,28 @@ def embd_normalize(vec, int mode):
     return out
 
 
+def _swa_visible(pos, int pmax, int w, int swa_type):
+    """Which of the positions `pos` the window still shows to position pmax (llama_hparams::is_masked_swa with
+    p1 = pmax, negated): every one without a window."""
+    if w <= 0:
+        return np.ones(len(pos), dtype=bool)
+    if swa_type == BK_SWA_STANDARD:
+        return (pmax - pos) < w
+    if swa_type == BK_SWA_CHUNKED:
+        return pos >= (pmax // w) * w
+    if swa_type == BK_SWA_SYMMETRIC:
+        return np.abs(pmax - pos) <= w // 2
+    return np.ones(len(pos), dtype=bool)
+
+
+cdef void _copy_cells(bk_kv_cache *dst, const bk_kv_cache *src):
+    """dst's cells, head, used count and K/V bytes made src's, cell for cell (the same size and type)."""
+    memcpy(dst.data, src.data, <size_t>dst.n_layer * dst.size * (dst.k_row_bytes + dst.v_row_bytes))
+    memcpy(dst.cells.pos, src.cells.pos, <size_t>dst.size * sizeof(int32_t))
+    dst.cells.head = src.cells.head
+    dst.cells.used = src.cells.used
+
+
 cdef void _state_rows(bk_kv_cache *s, const uint32_t[::1] cells, const unsigned char[::1] buf, bint to_state):
     """Per layer, the K rows then the V rows of `cells` (in that order) copied into a state buffer (to_state) or
     out of one into the cells: llama-kv-cache.cpp's state_write_data / state_read_data layout."""
@@ -529,14 +551,8 @@ cdef class _KVCache:
         pos = np.array(<int32_t[:s.size]>s.cells.pos, dtype=np.int32)
         pmax = int(pos.max()) if pos.size else -1
         keep = pos >= 0
-        w = <int>s.cells.n_swa
-        if pmax >= 0 and w > 0:
-            if s.cells.swa_type == BK_SWA_STANDARD:
-                keep &= (pmax - pos) < w
-            elif s.cells.swa_type == BK_SWA_CHUNKED:
-                keep &= pos >= (pmax // w) * w
-            elif s.cells.swa_type == BK_SWA_SYMMETRIC:
-                keep &= np.abs(pmax - pos) <= w // 2
+        if pmax >= 0:
+            keep &= _swa_visible(pos, pmax, <int>s.cells.n_swa, s.cells.swa_type)
         cells = np.flatnonzero(keep)
         cdef size_t n = len(cells)
         cdef size_t rk = s.k_row_bytes, rv = s.v_row_bytes
@@ -617,43 +633,60 @@ cdef class _KVCache:
             raise ValueError("not a unified cache with a sliding-window part")
         return bk_kvu_seq_pos_min(&(<bk_kv_cache *>self.kv.swa).cells, seq)
 
-    def useq_state(self, int seq):
+    cdef bk_kv_cache *_useq_target(self, bint swa) except NULL:
+        if self.kv.cells.seq == NULL:
+            raise ValueError("not a unified cache")
+        if not swa:
+            return &self.kv
+        if self.kv.swa == NULL:
+            raise ValueError("this cache has no sliding-window part")
+        return <bk_kv_cache *>self.kv.swa
+
+    def useq_swa_pos_max(self, int seq):
+        """The sequence's largest position in the unified sliding-window cache (-1: none)."""
+        return bk_kvu_seq_pos_max(&self._useq_target(True).cells, seq)
+
+    def useq_state(self, int seq, bint swa=False):
         """(positions, bytes) of sequence seq's cells in cell order, as llama_state_seq_get_data writes one sequence
         of a unified cache (state_write: the cells holding seq in index order, each cell's position; then per layer
-        the K rows and the V rows)."""
-        if self.kv.cells.seq == NULL:
-            raise ValueError("not a unified cache")
-        seqs = np.array(<int32_t[:self.kv.size]>self.kv.cells.seq, dtype=np.int32)
-        cells = np.flatnonzero(seqs == seq)
-        pos = self.positions()[cells]
-        out = bytearray(len(cells) * (self.kv.k_row_bytes + self.kv.v_row_bytes) * self.kv.n_layer)
-        _state_rows(&self.kv, np.ascontiguousarray(cells, dtype=np.uint32), out, True)
-        return pos.copy(), bytes(out)
+        the K rows and the V rows). swa: the sliding-window cache's part instead (llama_kv_cache_iswa writes it
+        after the base one, alone with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY), where a cell the window masks for the
+        sequence's largest position there is left out, as in swa_state."""
+        cdef bk_kv_cache *s = self._useq_target(swa)
+        seqs = np.array(<int32_t[:s.size]>s.cells.seq, dtype=np.int32)
+        allpos = np.array(<int32_t[:s.size]>s.cells.pos, dtype=np.int32)
+        keep = (seqs == seq) & (allpos >= 0)
+        if swa and keep.any():
+            keep &= _swa_visible(allpos, int(allpos[keep].max()), <int>s.cells.n_swa, s.cells.swa_type)
+        cells = np.flatnonzero(keep)
+        out = bytearray(len(cells) * (s.k_row_bytes + s.v_row_bytes) * s.n_layer)
+        _state_rows(s, np.ascontiguousarray(cells, dtype=np.uint32), out, True)
+        return allpos[cells].copy(), bytes(out)
 
-    def useq_load(self, int seq, positions, const unsigned char[::1] data):
+    def useq_load(self, int seq, positions, const unsigned char[::1] data, bint swa=False):
         """The inverse of useq_state, as llama_state_seq_set_data reads one sequence into a unified cache
         (state_read_meta): the sequence leaves the cache (seq_rm(seq, -1, -1): head moves back to its first freed
-        cell), find_slot gives the saved cells, in their saved order, the empty cells it meets from head,
-        apply_ubatch records them (head moves past the last), and each saved row goes to its cell. Returns False
-        (the sequence then holds nothing, as there) when no cells are free for them."""
-        if self.kv.cells.seq == NULL:
-            raise ValueError("not a unified cache")
+        cell), find_slot gives the saved cells, in their saved order, the empty cells it meets from head (in the
+        sliding-window cache also cells the window masks for their own sequence), apply_ubatch records them (head
+        moves past the last), and each saved row goes to its cell. swa: into the sliding-window cache alone.
+        Returns False (the sequence then holds nothing there, as in libllama) when no cells are free for them."""
+        cdef bk_kv_cache *s = self._useq_target(swa)
         cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] pos = np.ascontiguousarray(positions, dtype=np.int32)
         cdef size_t n = pos.shape[0]
-        cdef size_t per = n * (self.kv.k_row_bytes + self.kv.v_row_bytes)
-        if <size_t>data.shape[0] != per * self.kv.n_layer:
+        cdef size_t per = n * (s.k_row_bytes + s.v_row_bytes)
+        if <size_t>data.shape[0] != per * s.n_layer:
             raise ValueError(f"{data.shape[0]} bytes are not the state of {n} cells of this cache")
-        bk_kvu_seq_rm(&self.kv.cells, seq, -1, -1)
+        bk_kvu_seq_rm(&s.cells, seq, -1, -1)
         if n == 0:
             return True
-        if n > self.kv.size:
+        if n > s.size:
             return False
         cdef cnp.ndarray[cnp.uint32_t, ndim=1, mode="c"] idx = np.zeros(n, dtype=np.uint32)
         cdef cnp.ndarray[cnp.int32_t, ndim=1, mode="c"] sq = np.full(n, seq, dtype=np.int32)
-        if bk_kv_find_slot(&self.kv.cells, &pos[0], <uint32_t>n, &idx[0]) != 0:
+        if bk_kv_find_slot(&s.cells, &pos[0], <uint32_t>n, &idx[0]) != 0:
             return False
-        bk_kvu_apply_ubatch(&self.kv.cells, &idx[0], &pos[0], &sq[0], <uint32_t>n)
-        _state_rows(&self.kv, idx, data, False)
+        bk_kvu_apply_ubatch(&s.cells, &idx[0], &pos[0], &sq[0], <uint32_t>n)
+        _state_rows(s, idx, data, False)
         return True
 
     def seq_rm(self, int p0, int p1=-1):
@@ -694,6 +727,22 @@ cdef class _KVCache:
                                        self.n_head_kv, self.head_dim, self.n_rot, self.neox, self.rot_k,
                                        self.theta_scale,
                                        &shift[0], &row[0], &cache[0])
+
+    def copy_from(self, _KVCache other):
+        """llama_memory_seq_cp between two streams (llama_kv_cache::seq_cp across streams, then update's buffer
+        copy; llama_kv_cache_iswa does it for both caches): every cell of `other` at the same index, its position,
+        the search head and the K/V bytes, in the base cache and the sliding-window one. Caches of one shape."""
+        if (self.kv.size != other.kv.size or self.kv.type != other.kv.type or self.kv.n_layer != other.kv.n_layer
+                or (self.kv.swa == NULL) != (other.kv.swa == NULL) or self.kv.cells.seq != NULL
+                or other.kv.cells.seq != NULL):
+            raise ValueError("a stream copy needs two one-sequence caches of the same shape")
+        cdef bk_kv_cache *sd = <bk_kv_cache *>self.kv.swa
+        cdef bk_kv_cache *ss = <bk_kv_cache *>other.kv.swa
+        if sd != NULL and sd.size != ss.size:
+            raise ValueError("a stream copy needs sliding-window caches of the same size")
+        _copy_cells(&self.kv, &other.kv)
+        if sd != NULL:
+            _copy_cells(sd, ss)
 
     def positions(self):
         """int32[size]: the position each cell holds, -1 when empty (cell order)."""

@@ -274,6 +274,12 @@ class KVCache:
             state.swa = self.swa_save()
         return state
 
+    def copy_from(self, other: "KVCache") -> None:
+        """Make this cache a copy of `other` cell for cell (K/V bytes, positions, search head; the
+        sliding-window part too): llama_memory_seq_cp between two slots' streams (llama-server's copy_state_to
+        of a parent's prompt to its n > 1 children). ValueError for caches of another shape."""
+        self._c.copy_from(other._c)
+
     def restore(self, state: bytes) -> None:
         """Replace the contents with a save() of a cache of the same model and type. A state of the wrong size
         raises before anything changes."""
@@ -297,7 +303,7 @@ class UnifiedCache:
     stream). A sequence's tokens take the first empty cells from the search head, so sequences interleave and
     fill the holes seq_rm leaves (docs/engine.md "A unified cache"). Decode with Model.decode_unified. The llama,
     qwen3 and gemma3 graphs (UNIFIED_ARCHS); no context shift, no seq_cp (one sequence per cell); one sequence's
-    save/restore through seq(seq_id) (UnifiedSeq), not with sliding-window layers. A model with sliding-window
+    save/restore through seq(seq_id) (UnifiedSeq), both parts with sliding-window layers. A model with sliding-window
     layers (Gemma 3) gets a unified sliding-window cache beside it, as llama_kv_cache_iswa makes it for n_seq_max
     sequences: pad(min(n_ctx, n_swa * n_seq_max + n_ubatch), 256) cells (n_ctx with --swa-full)."""
 
@@ -369,15 +375,16 @@ class UnifiedSeq:
     server slot uses: n_past, truncate (llama_memory_seq_rm(seq, n, -1)), clear (seq_rm(seq, -1, -1)), save /
     restore of the sequence alone (llama_state_seq_get_data / set_data: its cells in cell order with their
     positions; restored through find_slot, so the cells go where the search head finds room, as in libllama).
-    Decode through Model.decode_unified(view.cache, [(view.seq_id, tokens, pos)]). No context shift, no sliding
-    window."""
-
-    has_swa = False
+    With sliding-window layers, seq_pos_min / seq_pos_max are the sliding-window cache's (llama_kv_cache_iswa
+    answers for it), swa_save / swa_restore are the sequence's part of the shared sliding-window cache (a context
+    checkpoint: LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) and save / restore carry both parts. Decode through
+    Model.decode_unified(view.cache, [(view.seq_id, tokens, pos)]). No context shift."""
 
     def __init__(self, cache: UnifiedCache, seq_id: int):
         self.cache, self.seq_id = cache, int(seq_id)
         self.n_ctx = cache.n_ctx
         self.cache_type = cache.cache_type
+        self.has_swa = cache.swa_size > 0
 
     @property
     def n_past(self) -> int:
@@ -392,35 +399,54 @@ class UnifiedSeq:
         self.cache.seq_rm(self.seq_id, -1, -1)
 
     def seq_pos_min(self) -> int:
+        if self.has_swa:
+            return self.cache.swa_seq_pos_min(self.seq_id)
         return self.cache.seq_pos_min(self.seq_id)
 
     def seq_pos_max(self) -> int:
+        if self.has_swa:
+            return self.cache._c.useq_swa_pos_max(self.seq_id)
         return self.cache.seq_pos_max(self.seq_id)
 
     def state_size(self, n_cells: int = 1) -> int:
         return self.cache.state_size(n_cells)
 
+    def swa_save(self) -> tuple:
+        """(positions in cell order, bytes): the sequence's cells of the shared sliding-window cache that its window
+        still shows (llama_state_seq_get_data with PARTIAL_ONLY on a unified iswa cache)."""
+        pos, data = self.cache._c.useq_state(self.seq_id, True)
+        return tuple(int(p) for p in pos), data
+
+    def swa_restore(self, state: tuple) -> None:
+        """A swa_save() back into the shared sliding-window cache (llama_state_seq_set_data with PARTIAL_ONLY): the
+        sequence's cells there are dropped and the saved ones take the cells find_slot gives them from the head;
+        the base cache is not touched. ContextFull when there is no room (the sequence then holds nothing there)."""
+        positions, data = state
+        log.debug("kv: restore swa %d %d", self.seq_id, len(positions))
+        if not self.cache._c.useq_load(self.seq_id, np.asarray(positions, dtype=np.int32), bytes(data), True):
+            raise ContextFull(self.cache.used, len(positions), self.n_ctx)
+
     def shift(self, n_keep: int, n_discard: int) -> None:
         raise NotImplementedError("a context shift on a unified KV cache is not reproduced by bankml yet")
 
-    def _no_swa(self) -> None:
-        if self.cache.swa_size:
-            raise NotImplementedError("saving or restoring one sequence of a unified cache with sliding-window "
-                                      "layers is not reproduced by bankml yet")
-
     def save(self) -> CacheState:
-        """The sequence's cells in cell order (positions: the position each holds, always set)."""
-        self._no_swa()
+        """The sequence's cells in cell order (positions: the position each holds, always set; swa: its
+        sliding-window part, swa_save(), with sliding-window layers)."""
         pos, data = self.cache._c.useq_state(self.seq_id)
         state = CacheState(data)
         state.positions = tuple(int(p) for p in pos)
+        if self.has_swa:
+            state.swa = self.swa_save()
         return state
 
     def restore(self, state: bytes) -> None:
         """llama_state_seq_set_data into this sequence: its cells are dropped, the saved ones (in their saved
         order, positions from state.positions, else 0 .. n-1) take the cells find_slot gives them. ContextFull
-        when there is no room (the sequence then holds nothing, as in libllama)."""
-        self._no_swa()
+        when there is no room (the sequence then holds nothing, as in libllama). With sliding-window layers the
+        state's sliding-window part follows (llama_kv_cache_iswa::state_read: the base cache, then that one)."""
+        swa = getattr(state, "swa", None)
+        if self.has_swa and swa is None:
+            raise ValueError("a saved state without the sliding-window cache's part")
         row = self.state_size(1)
         if len(state) % row:
             raise ValueError(f"{len(state)} bytes are not a saved state of this cache")
@@ -430,6 +456,8 @@ class UnifiedSeq:
         log.debug("kv: restore %d %d", self.seq_id, n)     # cells from outside the run: a replay stops here
         if not self.cache._c.useq_load(self.seq_id, pos, bytes(state)):
             raise ContextFull(self.cache.used, n, self.n_ctx)
+        if self.has_swa:
+            self.swa_restore(swa)
 
 
 class Model:

@@ -16,7 +16,10 @@ between steps, as llama-server's start_loop does), then runs one step while any 
 3. the batch: one row per generating slot (its last sampled token), in slot order; then, while the batch holds
    fewer than n_batch tokens, prompt tokens of each slot still processing its prompt, in slot order (a slot that
    starts gets its timers, reused prefix and first stream event then; a child of an n > 1 task waits for its
-   parent's prompt); the last token of a finished prompt is an output row;
+   parent's prompt); the last token of a finished prompt is an output row. With context checkpoints (a model with
+   sliding-window layers) a slot's share is cut as one slot's llama_decode is (generation.prompt_batch, given the
+   room left in the batch) and its checkpoint, if due (generation._maybe_checkpoint), is taken then, before the
+   step's decode;
 4. the batch is decoded in views of n_batch tokens, each one Model.decode_batch (one llama_decode: the engine
    cuts it into ubatches with split_equal, so each row has the bits libllama gives it in that batch), or on a
    unified cache Model.decode_unified (split_simple; each ubatch's tokens take the first empty cells from the
@@ -36,9 +39,9 @@ runs whole between steps once a slot is idle; a slot save / restore / erase wait
 
 Served one at a time instead (for_context returns None): one slot (-np 1), a unified KV cache that
 slots.unified_refusal names (a model other than llama, qwen3 and gemma3; embeddings of one other than llama),
-and models whose graph
-Model.decode_batch does not gather (bankml.engine.model.MULTI_SEQ_ARCHS; a model with sliding-window layers, which
-it gathers, never gets here with several slots: context._swa_refusal).
+and models whose graph Model.decode_batch does not gather (bankml.engine.model.MULTI_SEQ_ARCHS). A model with
+sliding-window layers (gemma3) is batched with a KV cache per slot or on a unified one, its checkpoints taken per
+slot.
 
 With -v, every step logs its composition at debug level: `batch: step S, view V: slot I D (decode|prompt) at P,
 ...` (D rows of slot I from position P, in the batch's order); with the unified cache's own debug lines (`kv:
@@ -52,8 +55,8 @@ import logging
 
 from ..engine.model import MULTI_SEQ_ARCHS
 from ..errors import ContextFull, ModelFileChanged
-from .generation import (Error, Final, _release, copy_to_children, launch_slots, pre_decode, prompt_decoded,
-                         prompt_progress, prompt_start, sample_one)
+from .generation import (Error, Final, _maybe_checkpoint, _release, copy_to_children, launch_slots, pre_decode,
+                         prompt_batch, prompt_decoded, prompt_progress, prompt_start, sample_one)
 from .slots import unified_refusal
 
 log = logging.getLogger("bankml.server")
@@ -184,6 +187,7 @@ class Batcher:
                 for r in self._runs() if r.state == GENERATING]
         n_batch = ctx.n_batch
         size = len(rows)
+        do_checkpoint = ctx.checkpoints_on
         for r in self._runs():
             if size >= n_batch:
                 break
@@ -196,7 +200,11 @@ class Batcher:
             if r.state != PROMPT:
                 continue
             start, P = len(r.slot.tokens), len(r.task.tokens)
-            n = min(n_batch - size, P - start)
+            # the slot's share: what the batch has room for, cut as one slot's llama_decode is (prompt_batch);
+            # its context checkpoint, if one is due, is taken now, before the step's decode (create_checkpoint)
+            n = prompt_batch(ctx, r, start, P, n_batch, do_checkpoint, room=n_batch - size)
+            if do_checkpoint:
+                _maybe_checkpoint(ctx, r, start, n, P)
             rows.append([r, r.task.tokens[start:start + n], start, start + n == P, True])
             size += n
         v = 0

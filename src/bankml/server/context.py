@@ -153,8 +153,9 @@ class ServerContext:
             raise ModelRefused(path, [f"serving a {arch} model is not reproduced by bankml yet: {UNSERVED[arch]}"])
         if desc is not None and desc.swa != "none":
             # llama-server's serving of sliding-window layers (context checkpoints, the pos_min rule, --swa-full)
-            # is reproduced for one sequence per cache; what is not is refused by name (ModelRefused: bankml-serve
-            # exits with the reason)
+            # is reproduced with a KV cache per slot (-np N without -kvu) and on a unified one (-kvu, -np auto),
+            # several slots batched by bankml.server.batching; what is not is refused by name (ModelRefused:
+            # bankml-serve exits with the reason)
             why = _swa_refusal(cfg, arch)
             if why:
                 raise ModelRefused(path, [why])
@@ -223,9 +224,6 @@ UNSERVED: dict[str, str] = {}
 
 def _swa_refusal(cfg, arch: str) -> str | None:
     """Why bankml-serve cannot serve a model with sliding-window layers under these flags (None: it can)."""
-    if cfg.n_parallel != 1 or cfg.kv_unified:
-        return (f"serving a {arch} model (sliding-window layers) with several slots or a unified KV cache "
-                "(-np auto, -np N > 1, -kvu) is not reproduced by bankml yet; use -np 1")
     if cfg.ctx_shift:
         return (f"--context-shift on a {arch} model (sliding-window layers) is not reproduced by bankml yet")
     if cfg.cache_type_k != "f16":

@@ -35,7 +35,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from ..engine.model import UnifiedSeq
+from ..engine.model import KVCache, UnifiedSeq
 from ..errors import ModelFileChanged
 from . import energy
 from .http import Refusal
@@ -159,9 +159,9 @@ def message_spans(tokenizer, delimiters, tokens: list[int]) -> list[tuple[str, i
 
 @dataclass
 class Checkpoint:
-    """common_prompt_checkpoint: the sliding-window cache's cells (KVCache.swa_save(), LLAMA_STATE_SEQ_FLAGS_
-    PARTIAL_ONLY) as they were before the batch that starts at n_tokens, with the cache's pos_min / pos_max then,
-    and the task that made it."""
+    """common_prompt_checkpoint: the sliding-window cache's cells of the slot's sequence (KVCache.swa_save(), or
+    UnifiedSeq.swa_save() on a unified cache; LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) as they were before the batch
+    that starts at n_tokens, with the cache's pos_min / pos_max then, and the task that made it."""
     id_task: int
     n_tokens: int
     pos_min: int
@@ -224,20 +224,23 @@ def swa_reuse(ctx, run: "_Run", n_past: int, P: int) -> int:
     return n_past
 
 
-def prompt_batch(ctx, run: "_Run", start: int, P: int, n_batch: int, do_checkpoint: bool) -> int:
+def prompt_batch(ctx, run: "_Run", start: int, P: int, n_batch: int, do_checkpoint: bool,
+                 room: int | None = None) -> int:
     """How many prompt tokens from `start` the next llama_decode takes (server-context.cpp's batch filling,
-    b11192): at most n_batch; with checkpoints on, the batch also ends before a user message's start (the last
-    one, or one past --checkpoint-min-step of the newest checkpoint, or any while there is none) and where
-    exactly min(n_batch, 4 + n_ubatch) or min(n_batch, 4) prompt tokens remain, so that checkpoints can be made
-    near the prompt's end."""
+    b11192): at most `room` (what the batch has left: n_batch on one slot; less when other slots' rows came
+    first); with checkpoints on, the slot's share also ends before a user message's start (the last one, or one
+    past --checkpoint-min-step of the newest checkpoint, or any while there is none) and where exactly
+    min(n_batch, 4 + n_ubatch) or min(n_batch, 4) prompt tokens remain (the whole n_batch, not the room), so that
+    checkpoints can be made near the prompt's end."""
+    room = n_batch if room is None else room
     if not do_checkpoint:
-        return min(n_batch, P - start)
+        return min(room, P - start)
     users = {p for r, p in run.task.spans if r == "user"}
     last_user = next((p for r, p in reversed(run.task.spans) if r == "user"), -1)
     cps = run.slot.checkpoints
     tails = [min(n_batch, off) for off in (4 + ctx.model.n_ubatch, 4)]
     n = 0
-    while start + n < P and n < n_batch:
+    while start + n < P and n < room:
         n += 1
         cur = start + n
         if cur in users and (cur == last_user or not cps or cur > cps[-1].n_tokens + ctx.cfg.checkpoint_min_step):
@@ -595,17 +598,24 @@ def _maybe_checkpoint(ctx, run: _Run, start: int, n: int, P: int) -> None:
 
 
 def copy_to_children(runs: list[_Run]) -> None:
-    """copy_state_to: each child slot gets the parent's cells, tokens and stats (and its logits); then every
-    sampler sees the prompt."""
+    """copy_state_to: each child slot gets the parent's cells (seq_cp: on a split cache its stream cell for cell,
+    the sliding-window cache's too, KVCache.copy_from; on a unified one a save / restore of the sequence), its
+    tokens and context checkpoints (prompt.clone()) and its stats (and its logits); then every sampler sees the
+    prompt."""
     parent = runs[0]
     logits = parent.logits
     prompt = list(parent.task.tokens)
     if len(runs) > 1:
         logits = logits.copy()
-        state = parent.slot.cache.save()
+        src = parent.slot.cache
+        state = None if isinstance(src, KVCache) else src.save()
         for r in runs[1:]:
-            r.slot.cache.restore(state)
+            if state is None:
+                r.slot.cache.copy_from(src)
+            else:
+                r.slot.cache.restore(state)
             r.slot.tokens = list(parent.slot.tokens)
+            r.slot.checkpoints = list(parent.slot.checkpoints)
             r.stats.__dict__.update(parent.stats.__dict__)
     for r in runs:
         r.sampler.begin(prompt)

@@ -287,8 +287,9 @@ def unified_refusal(ctx) -> str | None:
     """Why this server's slots do not share one unified KV cache (None: they do, on Model.new_unified_cache):
     no unified cache asked, one slot (a unified cache of one sequence is a cache of its own), a graph
     Model.decode_unified does not take (model.UNIFIED_ARCHS), embeddings of a graph other than llama's
-    (Model.embed_unified takes llama's only). A model with sliding-window layers never gets here with several slots
-    (context._swa_refusal)."""
+    (Model.embed_unified takes llama's only). A model with sliding-window layers (gemma3) shares one: its slots'
+    checkpoints and saved states hold their sequence's cells of the shared sliding-window cache
+    (bankml.engine.model.UnifiedSeq)."""
     if not ctx.kv_unified:
         return "a split KV cache"
     if ctx.n_slots <= 1:
