@@ -210,14 +210,16 @@ class Sampler:
 
     def _prefill(self) -> list[int]:
         """The generation prompt's tokens (but a leading space token the tokenizer adds), which
-        common_sampler_init feeds to the grammar and the reasoning budget sampler."""
+        common_sampler_init feeds to the grammar and the reasoning budget sampler (tokenized once a request)."""
+        cached = getattr(self, "_prefill_tokens", None)
+        if cached is not None:
+            return cached
         from bankml.grammar import request as greq
         gp = self.params.generation_prompt
-        if not gp:
-            return []
-        toks = list(self.tok.tokenize(gp, add_special=False, parse_special=True))
-        return greq.prefill_tokens(gp, toks, lambda t: self.tok.token_to_piece(t, special=True)
-                                   .decode("utf-8", "replace"))
+        toks = list(self.tok.tokenize(gp, add_special=False, parse_special=True)) if gp else []
+        self._prefill_tokens = greq.prefill_tokens(gp, toks, lambda t: self.tok.token_to_piece(t, special=True)
+                                                   .decode("utf-8", "replace")) if gp else []
+        return self._prefill_tokens
 
     def _grammar_applies(self) -> bool:
         """grammar_should_apply: a lazy grammar is left out inside a reasoning block."""
